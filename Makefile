@@ -1,0 +1,34 @@
+# The whole developer interface. Each target creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint format bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	HEADWATER_HOME=$${HEADWATER_HOME:-$(CURDIR)/.headwater-demo} $(BIN)/headwater run examples/hello.py --param name=World
+
+test: $(STAMP)
+	$(BIN)/pytest -q -n 2
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests benchmarks examples
+	$(BIN)/ruff check --fix src tests benchmarks examples
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/engine_overhead.py
+
+clean:
+	rm -rf $(VENV) .headwater-demo .pytest_cache .mypy_cache .ruff_cache

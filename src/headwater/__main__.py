@@ -1,0 +1,5 @@
+"""`python -m headwater` runs the CLI."""
+
+from headwater.cli.main import main
+
+raise SystemExit(main())

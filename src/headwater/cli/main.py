@@ -1,0 +1,132 @@
+"""`headwater` command line: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from headwater.errors import HeadwaterError, UserError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"headwater: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser."""
+    parser = _Parser(prog="headwater", description="Run Kubeflow Pipelines anywhere.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a pipeline (.py with @dsl.pipeline, or compiled IR)")
+    run.add_argument("pipeline", help="a .py file defining @dsl.pipeline, or a .yaml/.json IR")
+    run.add_argument("--pipeline", dest="pipeline_name", metavar="NAME",
+                     help="which pipeline, when the file defines several")  # fmt: skip
+    run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="a pipeline parameter; VALUE is JSON, else a string (repeatable)")  # fmt: skip
+    run.add_argument("--json", action="store_true", help="print the result as JSON on the last line")
+    run.add_argument("--max-parallel", type=int, metavar="N",
+                     help="most tasks at once (default: CPU count)")  # fmt: skip
+    run.add_argument("--no-cache", action="store_true", help="run every task, cached or not")
+    run.add_argument("--install-packages", action="store_true",
+                     help="install missing packages_to_install into a cached environment")  # fmt: skip
+    run.add_argument("--pipeline-root", metavar="URI", help="where artifacts are written")
+    run.add_argument("-v", "--verbose", action="store_true", help="stream task output")
+
+    comp = sub.add_parser("compile", help="compile a .py pipeline to KFP IR YAML")
+    comp.add_argument("pipeline", help="a .py file defining @dsl.pipeline")
+    comp.add_argument("--pipeline", dest="pipeline_name", metavar="NAME")
+    comp.add_argument("-o", "--output", required=True, help="the .yaml (or .json) to write")
+    return parser
+
+
+def parse_params(pairs: Sequence[str], declared: dict[str, str]) -> dict[str, Any]:
+    """Turn `NAME=VALUE` strings into arguments, parsing VALUE by the declared type."""
+    from headwater.spec.types import parse_cli_value
+
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UserError(f"--param expects NAME=VALUE, got {pair!r}")
+        params[name] = parse_cli_value(value, declared.get(name))
+    return params
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from headwater.cli.progress import ConsoleReporter, log_tail
+    from headwater.engine.runner import run_ir
+    from headwater.spec.loader import load_pipeline
+
+    ir = load_pipeline(args.pipeline, pipeline_name=args.pipeline_name)
+    declared = {n: p.type for n, p in ir.root.interface.input_parameters.items()}
+    arguments = parse_params(args.param, declared)
+    reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
+    result = run_ir(
+        ir,
+        arguments,
+        max_parallel=args.max_parallel,
+        enable_cache=not args.no_cache,
+        pipeline_root=args.pipeline_root,
+        hooks=[reporter],
+        install_packages=args.install_packages,
+    )
+    if result.error is not None and not args.verbose:
+        err = result.error
+        print(f"headwater: task {err.task!r} failed: {err.error_type}: {err.message}", file=sys.stderr)
+        tail = log_tail(err.log_path)
+        if tail:
+            print(f"headwater: last lines of {err.log_path}:", file=sys.stderr)
+            for line in tail:
+                print(f"  {line}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_json(), default=str))
+    elif result.outputs:
+        for name, value in result.outputs.items():
+            print(f"{name} = {json.dumps(value, default=str)}")
+    return EXIT_OK if result.succeeded else EXIT_FAILED
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from headwater.spec.loader import _pick_pipeline
+
+    path = Path(args.pipeline)
+    if not path.is_file() or path.suffix != ".py":
+        raise UserError(f"compile needs a .py file with a @dsl.pipeline, got {args.pipeline!r}")
+    component = _pick_pipeline(path, args.pipeline_name)
+    from kfp import compiler
+
+    out = Path(args.output)
+    if out.suffix not in (".yaml", ".yml", ".json"):
+        raise UserError(f"output must end in .yaml, .yml or .json, got {args.output!r}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    compiler.Compiler().compile(component, str(out))
+    print(f"wrote {out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the process exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _cmd_run(args)
+        return _cmd_compile(args)
+    except UserError as exc:
+        print(f"headwater: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except HeadwaterError as exc:
+        print(f"headwater: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("headwater: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,90 @@
+"""What the engine hands an executor and gets back: launches, outputs, results, task states."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from headwater.errors import TaskError
+from headwater.spec.placeholders import PlaceholderContext
+
+
+class TaskState(str, enum.Enum):
+    """Where a task is in its life. The last four are final."""
+
+    PENDING = "PENDING"
+    READY = "READY"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    CANCELED = "CANCELED"
+
+    @property
+    def final(self) -> bool:
+        """True once the task will not change again."""
+        return self in _FINAL
+
+
+_FINAL = {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.SKIPPED, TaskState.CANCELED}
+
+
+@dataclass
+class Outputs:
+    """A task's outputs: parameter values and, per output name, a list of artifact dicts.
+
+    An artifact dict has KFP's runtime shape: `{"name", "type": {"schemaTitle",
+    "schemaVersion"}, "uri", "metadata"}`.
+    """
+
+    parameters: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResourceRequest:
+    """What a task asks of the machine. `cpu`/`memory` of 0 mean "not requested"."""
+
+    cpu: float = 0.0
+    memory: float = 0.0  # bytes
+    accelerators: int = 0
+    accelerator_type: str = ""
+
+
+@dataclass
+class Launch:
+    """Everything an executor needs to run one attempt of one executor task."""
+
+    task_id: int
+    name: str
+    component: str
+    executor_label: str
+    container: dict[str, Any]
+    executor_input: dict[str, Any]
+    placeholders: PlaceholderContext
+    workdir: Path
+    log_path: Path
+    env: dict[str, str]
+    resources: ResourceRequest
+    output_types: dict[str, str]
+    attempt: int = 1
+    cache_enabled: bool = False
+    cache_key: str = ""
+    python_path: tuple[str, ...] = ()
+
+
+@dataclass
+class TaskResult:
+    """How one attempt ended: outputs on success, a structured error otherwise."""
+
+    task_id: int
+    outputs: Outputs | None = None
+    error: TaskError | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the attempt succeeded."""
+        return self.error is None

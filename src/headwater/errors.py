@@ -1,0 +1,87 @@
+"""Every exception Headwater raises, under one root so callers can catch them all.
+
+The tree::
+
+    HeadwaterError                      root; catch this to catch everything of ours
+    ├── UserError                       the user can fix it; the CLI prints one line, exit 2
+    │   ├── PipelineLoadError           file missing, no/several pipelines, bad YAML/JSON
+    │   ├── PipelineSpecError           not a PipelineSpec, malformed IR, bad placeholder
+    │   ├── UnsupportedFeatureError     valid IR we do not run (resolver, Vertex custom job)
+    │   ├── ConditionError              a trigger condition that is not valid CEL
+    │   ├── ParameterError              unknown, missing or mistyped pipeline parameter
+    │   ├── MissingPackagesError        packages_to_install absent from this environment
+    │   └── ResourceError               a task asks for more than this machine can give
+    ├── TaskFailedError                 a task failed at run time (carries a TaskError)
+    └── SystemError_                    our fault or the machine's; may be retryable
+        └── MissingDependencyError      an optional extra is not installed (also ImportError)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class HeadwaterError(Exception):
+    """Root of every error Headwater raises."""
+
+
+class UserError(HeadwaterError):
+    """Something the user can fix: the message says what and how."""
+
+
+class PipelineLoadError(UserError):
+    """The pipeline file could not be found, read or chosen."""
+
+
+class PipelineSpecError(UserError):
+    """The document is not a valid KFP PipelineSpec."""
+
+
+class UnsupportedFeatureError(UserError):
+    """Valid KFP IR that Headwater does not run locally."""
+
+
+class ConditionError(UserError):
+    """A trigger condition that is not valid CEL or cannot be evaluated."""
+
+
+class ParameterError(UserError):
+    """A pipeline parameter that is unknown, missing or of the wrong type."""
+
+
+class MissingPackagesError(UserError):
+    """A component's packages_to_install are not importable here."""
+
+
+class ResourceError(UserError):
+    """A task requests resources this machine cannot provide."""
+
+
+@dataclass
+class TaskError:
+    """Structured record of why a task failed, reported back from the task process."""
+
+    task: str
+    error_type: str
+    message: str
+    traceback: str = ""
+    exit_code: int | None = None
+    log_path: str | None = None
+
+
+class TaskFailedError(HeadwaterError):
+    """A task failed while the run was executing."""
+
+    def __init__(self, error: TaskError) -> None:
+        super().__init__(f"task {error.task!r} failed: {error.error_type}: {error.message}")
+        self.error = error
+
+
+class SystemError_(HeadwaterError):  # noqa: N801 - avoid shadowing the builtin SystemError
+    """A fault of Headwater or the machine, not of the user's input."""
+
+    retryable: bool = False
+
+
+class MissingDependencyError(SystemError_, ImportError):
+    """An optional extra is needed but not installed; the message names the extra."""

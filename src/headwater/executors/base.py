@@ -1,0 +1,44 @@
+"""The `Executor` interface: where executor tasks run.
+
+To add a backend, subclass `Executor` and implement `submit`, `wait` and `shutdown`::
+
+    class ThreadExecutor(Executor):
+        def submit(self, launch):  # start it, do not block
+            ...
+        def wait(self, timeout):   # block up to `timeout` s; return finished attempts
+            ...
+        def shutdown(self, *, kill=False):
+            ...
+"""
+
+from __future__ import annotations
+
+import abc
+
+from headwater.engine.model import Launch, TaskResult
+
+
+class Executor(abc.ABC):
+    """Runs launches concurrently and reports each one's result exactly once."""
+
+    @abc.abstractmethod
+    def submit(self, launch: Launch) -> None:
+        """Start one attempt of a task without blocking."""
+
+    @abc.abstractmethod
+    def wait(self, timeout: float | None) -> list[TaskResult]:
+        """Block until at least one attempt ends or `timeout` seconds pass; return the ended."""
+
+    @abc.abstractmethod
+    def running(self) -> int:
+        """How many attempts are in flight."""
+
+    @abc.abstractmethod
+    def shutdown(self, *, kill: bool = False) -> None:
+        """Release workers; with `kill`, terminate attempts still running."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown(kill=True)

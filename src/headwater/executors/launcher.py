@@ -1,0 +1,108 @@
+"""The in-task side: runs in a freshly forked process and executes one attempt of one task.
+
+Lightweight Python components run through KFP's own executor (`kfp.dsl.executor_main`), never
+through the `pip install` prelude their command carries; everything else is exec'd as a host
+command with its placeholders already resolved. Any failure is written as a structured record
+(`error.json`) beside the log so the engine can report type, message and traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+ERROR_FILE = "error.json"
+
+
+def run_task(payload: dict[str, Any]) -> None:
+    """Entry point in the child. Never returns: the process exits with the task's code."""
+    code = 1
+    try:
+        _redirect_output(payload["log_path"])
+        os.environ.clear()
+        os.environ.update(payload["env"])
+        if payload["kind"] == "python":
+            code = _run_python(payload)
+        else:
+            _exec_command(payload)
+    except SystemExit as exc:
+        code = _exit_code(exc.code, payload)
+    except BaseException as exc:  # a task's failure must never escape as ours
+        _write_error(payload, exc, exit_code=127 if isinstance(exc, FileNotFoundError) else 1)
+        traceback.print_exc()
+        code = 127 if isinstance(exc, FileNotFoundError) else 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _redirect_output(log_path: str) -> None:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    # The fork server's stdin is not the user's; a task reading it must see end of file.
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def _run_python(payload: dict[str, Any]) -> int:
+    for entry in reversed(payload.get("python_path") or []):
+        sys.path.insert(0, entry)
+    module_path = os.path.join(payload["workdir"], "ephemeral_component.py")
+    with open(module_path, "w", encoding="utf-8") as fh:
+        fh.write(payload["source"])
+    sys.argv = ["executor_main", "--component_module_path", module_path, *payload["args"]]
+    from kfp.dsl import executor_main
+
+    try:
+        executor_main.executor_main()
+    except SystemExit as exc:
+        return _exit_code(exc.code, payload)
+    except BaseException as exc:
+        _write_error(payload, exc, exit_code=1)
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _exec_command(payload: dict[str, Any]) -> None:
+    argv = payload["argv"]
+    if not argv:
+        raise ValueError("the container has no command or args to run")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(argv[0], argv, os.environ)
+
+
+def _exit_code(code: object, payload: dict[str, Any]) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    _write_error(payload, SystemExit(code), exit_code=1)
+    return 1
+
+
+def _write_error(payload: dict[str, Any], exc: BaseException, *, exit_code: int) -> None:
+    record = {
+        "error_type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(exc)),
+        "exit_code": exit_code,
+    }
+    path = os.path.join(payload["workdir"], ERROR_FILE)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(record, fh)

@@ -1,0 +1,112 @@
+"""`packages_to_install`: check them against this environment, or install them once, cached.
+
+Headwater never runs a component's `pip install` prelude (it would reinstall kfp into the
+user's environment). Instead the requirements are checked against what is installed here; with
+`--install-packages`, the missing ones go into a directory keyed by the requirement set under
+`$HEADWATER_HOME/envs/`, installed once and put first on the task's `sys.path`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import re
+import shlex
+import subprocess
+import sys
+from typing import Any
+
+from headwater import config
+from headwater.errors import MissingPackagesError, UserError
+from headwater.spec.ir import PipelineIR
+
+_PIP_INSTALL = re.compile(r"python3 -m pip install (.*?)(?:&&|$)", re.S)
+_OPTIONS_WITH_VALUE = {"--index-url", "-i", "--extra-index-url", "--trusted-host", "-f",
+                       "--find-links"}  # fmt: skip
+_KFP_OWN = ("kfp==", "kfp>", "kfp<", "kfp[", "typing-extensions")
+
+
+def requirements(container: dict[str, Any]) -> list[str]:
+    """The `packages_to_install` in a lightweight component's command (kfp itself excluded)."""
+    command = [str(c) for c in container.get("command") or []]
+    if len(command) < 3 or command[:2] != ["sh", "-c"] or "pip install" not in command[2]:
+        return []
+    found: list[str] = []
+    for segment in _PIP_INSTALL.findall(command[2]):
+        tokens = shlex.split(segment)
+        skip = False
+        for token in tokens:
+            if skip:
+                skip = False
+                continue
+            if token in _OPTIONS_WITH_VALUE:
+                skip = True
+                continue
+            if token.startswith("-") or token.startswith(_KFP_OWN):
+                continue
+            found.append(token)
+    return found
+
+
+def missing(reqs: list[str]) -> list[str]:
+    """The requirements this interpreter does not satisfy."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    absent = []
+    for text in reqs:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            absent.append(text)  # a URL or VCS requirement: only pip can tell
+            continue
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        try:
+            version = importlib.metadata.version(req.name)
+        except importlib.metadata.PackageNotFoundError:
+            absent.append(text)
+            continue
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            absent.append(text)
+    return absent
+
+
+def prepare_packages(ir: PipelineIR, *, install: bool) -> tuple[str, ...]:
+    """Check every executor's packages; install the missing ones when allowed.
+
+    Returns:
+        Directories to put first on tasks' `sys.path` (empty when nothing was missing).
+
+    Raises:
+        MissingPackagesError: Packages are missing and `install` is False.
+    """
+    absent: dict[str, list[str]] = {}
+    for label, executor in ir.executors.items():
+        container = executor.get("container")
+        if container:
+            for req in missing(requirements(container)):
+                absent.setdefault(req, []).append(label.removeprefix("exec-"))
+    if not absent:
+        return ()
+    reqs = sorted(absent)
+    if not install:
+        where = "; ".join(f"{r} (for {', '.join(c)})" for r, c in absent.items())
+        raise MissingPackagesError(
+            f"packages_to_install not installed here: {where}. Install them "
+            f"(pip install {' '.join(shlex.quote(r) for r in reqs)}) or run with "
+            "--install-packages"
+        )
+    digest = hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:16]
+    target = config.envs_dir() / digest
+    if not (target / ".complete").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "--target", str(target), *reqs],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["pip failed"]
+            raise UserError(f"installing {' '.join(reqs)} failed: {tail[0]}")
+        (target / ".complete").touch()
+    return (str(target),)

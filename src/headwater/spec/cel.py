@@ -1,0 +1,83 @@
+"""Trigger conditions: KFP's CEL expressions, compiled and evaluated by a real CEL engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.errors import ConditionError
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A compiled `triggerPolicy.condition`.
+
+    The KFP compiler emits expressions over `inputs.parameter_values['name']`, with `int()`,
+    `double()`, comparisons, `&&` and `!()`; cel-python implements the whole language, so
+    anything a hand-written IR adds (`||`, `in`, `size()`) works too.
+    """
+
+    expression: str
+    _program: Any = field(repr=False, compare=False)
+
+    def evaluate(self, parameter_values: dict[str, Any]) -> bool:
+        """Evaluate against a task's resolved input parameters.
+
+        Raises:
+            ConditionError: The expression fails at run time or does not yield a bool.
+        """
+        import celpy
+
+        values = {"parameter_values": _as_protobuf_values(parameter_values)}
+        activation = {"inputs": celpy.json_to_cel(values)}
+        try:
+            result = self._program.evaluate(activation)
+        except celpy.CELEvalError as exc:
+            raise ConditionError(
+                f"condition {self.expression!r} failed: {exc.args[0] if exc.args else exc}"
+            ) from exc
+        if isinstance(result, celpy.CELEvalError):
+            raise ConditionError(f"condition {self.expression!r} failed: {result.args[0]}")
+        if not isinstance(result, bool | celpy.celtypes.BoolType):
+            raise ConditionError(
+                f"condition {self.expression!r} gave {result!r}, not a bool: "
+                "a trigger condition must be a boolean expression"
+            )
+        return bool(result)
+
+
+def _as_protobuf_values(value: Any) -> Any:
+    """Turn every number into a double, as `google.protobuf.Value` holds it in KFP's backend.
+
+    The compiler relies on this: it wraps NUMBER_INTEGER channels in `int(...)` and int literals
+    compared with doubles in `double(...)`, which only type-checks in CEL when values are doubles.
+    """
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, list | tuple):
+        return [_as_protobuf_values(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_protobuf_values(v) for k, v in value.items()}
+    return value
+
+
+def compile_condition(expression: str, *, task: str) -> Condition:
+    """Compile a CEL condition, naming the task when it is not valid CEL.
+
+    Raises:
+        ConditionError: The expression does not parse.
+    """
+    import celpy
+
+    env = celpy.Environment()
+    try:
+        ast = env.compile(expression)
+        program = env.program(ast)
+    except celpy.CELParseError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
+        raise ConditionError(
+            f"task {task!r} has a condition that is not valid CEL: {expression!r} ({first})"
+        ) from exc
+    return Condition(expression, program)

@@ -1,0 +1,133 @@
+"""Loading a pipeline: a `@dsl.pipeline` in a .py file, a pipeline object, or a compiled IR file."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import uuid
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from headwater.errors import PipelineLoadError, PipelineSpecError
+from headwater.spec.ir import PipelineIR, parse_pipeline
+
+IR_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def load_pipeline(source: Any, *, pipeline_name: str | None = None) -> PipelineIR:
+    """Load and validate a pipeline from a path or a KFP pipeline object.
+
+    Args:
+        source: A path to a `.py` file defining `@dsl.pipeline` functions or to a compiled
+            IR file (`.yaml`, `.yml`, `.json`); or a `@dsl.pipeline` object itself.
+        pipeline_name: Which pipeline to take when a `.py` file defines several (the pipeline's
+            name as compiled, or the Python variable name).
+
+    Raises:
+        PipelineLoadError: The file is missing, unreadable, or has no / several pipelines.
+        PipelineSpecError: The IR is not a valid PipelineSpec.
+    """
+    if isinstance(source, str | Path):
+        path = Path(source)
+        if not path.exists():
+            raise PipelineLoadError(f"pipeline file not found: {str(path)!r}")
+        if path.is_dir():
+            raise PipelineLoadError(f"{str(path)!r} is a directory; pass a .py, .yaml or .json")
+        if path.suffix in IR_SUFFIXES:
+            return load_ir_file(path)
+        if path.suffix == ".py":
+            return ir_from_component(_pick_pipeline(path, pipeline_name))
+        raise PipelineLoadError(
+            f"cannot run {str(path)!r}: expected a .py file with a @dsl.pipeline, "
+            "or a compiled pipeline .yaml/.yml/.json"
+        )
+    if hasattr(source, "pipeline_spec"):
+        return ir_from_component(source)
+    raise PipelineLoadError(
+        f"cannot run {source!r}: pass a @dsl.pipeline function or a path to a .py/.yaml file"
+    )
+
+
+def ir_from_component(component: Any) -> PipelineIR:
+    """Build the IR of a KFP `GraphComponent` (what `@dsl.pipeline` returns)."""
+    from google.protobuf import json_format
+
+    spec = json_format.MessageToDict(component.pipeline_spec)
+    platform = json_format.MessageToDict(component.platform_spec)
+    return parse_pipeline(spec, platform.get("platforms") or {})
+
+
+def load_ir_file(path: Path) -> PipelineIR:
+    """Load a compiled PipelineSpec (YAML, optionally with a second platform document, or JSON)."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PipelineLoadError(f"cannot read {str(path)!r}: {exc}") from exc
+    try:
+        if path.suffix == ".json":
+            docs = [json.loads(text)]
+        else:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except (ValueError, yaml.YAMLError) as exc:
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise PipelineLoadError(f"{str(path)!r} is not valid {kind}: {detail}") from exc
+    if not docs:
+        raise PipelineSpecError(f"{str(path)!r} is empty: expected a compiled KFP PipelineSpec")
+    platform: Mapping[str, Any] = {}
+    if len(docs) > 1 and isinstance(docs[1], Mapping):
+        platform = docs[1].get("platforms") or {}
+    return parse_pipeline(docs[0], platform)
+
+
+def _pick_pipeline(path: Path, name: str | None) -> Any:
+    from kfp.dsl.graph_component import GraphComponent
+
+    module = _import_file(path)
+    found: dict[str, Any] = {}
+    for var, obj in vars(module).items():
+        if isinstance(obj, GraphComponent) and obj not in found.values():
+            found[var] = obj
+    if not found:
+        raise PipelineLoadError(
+            f"{str(path)!r} defines no pipeline: decorate a function with @dsl.pipeline"
+        )
+    if name is None:
+        if len(found) == 1:
+            return next(iter(found.values()))
+        choices = ", ".join(sorted(found))
+        raise PipelineLoadError(
+            f"{str(path)!r} defines {len(found)} pipelines ({choices}): choose one with --pipeline"
+        )
+    for var, obj in found.items():
+        if name in (var, obj.name):
+            return obj
+    choices = ", ".join(sorted(found))
+    raise PipelineLoadError(f"no pipeline {name!r} in {str(path)!r} (found: {choices})")
+
+
+def _import_file(path: Path) -> Any:
+    module_name = f"_headwater_pipeline_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise PipelineLoadError(f"cannot import {str(path)!r}")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent.resolve()))
+    sys.modules[module_name] = module
+    try:
+        with warnings.catch_warnings():
+            # KFP warns about its future default base image on every @dsl.component.
+            warnings.simplefilter("ignore", FutureWarning)
+            spec.loader.exec_module(module)
+    except Exception as exc:
+        raise PipelineLoadError(
+            f"importing {str(path)!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        sys.path.remove(str(path.parent.resolve()))
+    return module
