@@ -12,7 +12,7 @@ The tree::
     │   ├── MissingPackagesError        packages_to_install absent from this environment
     │   └── ResourceError               a task asks for more than this machine can give
     ├── TaskFailedError                 a task failed at run time (carries a TaskError)
-    └── SystemError_                    our fault or the machine's; may be retryable
+    └── HeadwaterSystemError        our fault or the machine's; may be retryable
         └── MissingDependencyError      an optional extra is not installed (also ImportError)
 """
 
@@ -77,11 +77,11 @@ class TaskFailedError(HeadwaterError):
         self.error = error
 
 
-class SystemError_(HeadwaterError):  # noqa: N801 - avoid shadowing the builtin SystemError
+class HeadwaterSystemError(HeadwaterError):
     """A fault of Headwater or the machine, not of the user's input."""
 
     retryable: bool = False
 
 
-class MissingDependencyError(SystemError_, ImportError):
+class MissingDependencyError(HeadwaterSystemError, ImportError):
     """An optional extra is needed but not installed; the message names the extra."""

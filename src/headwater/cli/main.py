@@ -27,16 +27,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a pipeline (.py with @dsl.pipeline, or compiled IR)")
     run.add_argument("pipeline", help="a .py file defining @dsl.pipeline, or a .yaml/.json IR")
-    run.add_argument("--pipeline", dest="pipeline_name", metavar="NAME",
-                     help="which pipeline, when the file defines several")  # fmt: skip
-    run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                     help="a pipeline parameter; VALUE is JSON, else a string (repeatable)")  # fmt: skip
-    run.add_argument("--json", action="store_true", help="print the result as JSON on the last line")
-    run.add_argument("--max-parallel", type=int, metavar="N",
-                     help="most tasks at once (default: CPU count)")  # fmt: skip
+    run.add_argument(
+        "--pipeline",
+        dest="pipeline_name",
+        metavar="NAME",
+        help="which pipeline, when the file defines several",
+    )
+    run.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline parameter; VALUE is JSON, else a string (repeatable)",
+    )
+    run.add_argument(
+        "--json", action="store_true", help="print the result as JSON on the last line"
+    )
+    run.add_argument(
+        "--max-parallel", type=int, metavar="N", help="most tasks at once (default: CPU count)"
+    )
     run.add_argument("--no-cache", action="store_true", help="run every task, cached or not")
-    run.add_argument("--install-packages", action="store_true",
-                     help="install missing packages_to_install into a cached environment")  # fmt: skip
+    run.add_argument(
+        "--install-packages",
+        action="store_true",
+        help="install missing packages_to_install into a cached environment",
+    )
     run.add_argument("--pipeline-root", metavar="URI", help="where artifacts are written")
     run.add_argument("-v", "--verbose", action="store_true", help="stream task output")
 
@@ -63,24 +78,33 @@ def parse_params(pairs: Sequence[str], declared: dict[str, str]) -> dict[str, An
 def _cmd_run(args: argparse.Namespace) -> int:
     from headwater.cli.progress import ConsoleReporter, log_tail
     from headwater.engine.runner import run_ir
+    from headwater.executors.local import LocalExecutor
     from headwater.spec.loader import load_pipeline
 
-    ir = load_pipeline(args.pipeline, pipeline_name=args.pipeline_name)
-    declared = {n: p.type for n, p in ir.root.interface.input_parameters.items()}
-    arguments = parse_params(args.param, declared)
-    reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
-    result = run_ir(
-        ir,
-        arguments,
-        max_parallel=args.max_parallel,
-        enable_cache=not args.no_cache,
-        pipeline_root=args.pipeline_root,
-        hooks=[reporter],
-        install_packages=args.install_packages,
-    )
+    # The fork server warms up on the other core while this one loads the pipeline.
+    executor = LocalExecutor()
+    try:
+        ir = load_pipeline(args.pipeline, pipeline_name=args.pipeline_name)
+        declared = {n: p.type for n, p in ir.root.interface.input_parameters.items()}
+        arguments = parse_params(args.param, declared)
+        reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
+        result = run_ir(
+            ir,
+            arguments,
+            executor=executor,
+            max_parallel=args.max_parallel,
+            enable_cache=not args.no_cache,
+            pipeline_root=args.pipeline_root,
+            hooks=[reporter],
+            install_packages=args.install_packages,
+        )
+    finally:
+        executor.shutdown(kill=True)
     if result.error is not None and not args.verbose:
         err = result.error
-        print(f"headwater: task {err.task!r} failed: {err.error_type}: {err.message}", file=sys.stderr)
+        print(
+            f"headwater: task {err.task!r} failed: {err.error_type}: {err.message}", file=sys.stderr
+        )
         tail = log_tail(err.log_path)
         if tail:
             print(f"headwater: last lines of {err.log_path}:", file=sys.stderr)

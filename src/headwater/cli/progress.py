@@ -38,8 +38,9 @@ class ConsoleReporter(RunHooks):
     `verbose`, task output is streamed as it is written, each line prefixed by the task name.
     """
 
-    def __init__(self, stream: IO[str] | None = None, *, verbose: bool = False,
-                 live: bool | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, stream: IO[str] | None = None, *, verbose: bool = False, live: bool | None = None
+    ) -> None:
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty() if live is None else live
         self.verbose = verbose
@@ -125,6 +126,4 @@ class ConsoleReporter(RunHooks):
     def after_run(self, *, run: Run) -> None:
         counts = run.counts()
         shown = ", ".join(f"{v} {k.lower()}" for k, v in counts.items() if v)
-        self._write(
-            f"headwater: run {run.run_id} {run.state} in {run.duration:.2f}s ({shown})"
-        )
+        self._write(f"headwater: run {run.run_id} {run.state} in {run.duration:.2f}s ({shown})")

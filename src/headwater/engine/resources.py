@@ -27,7 +27,9 @@ def parse_cpu(text: Any) -> float:
     try:
         return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
     except ValueError as exc:
-        raise ResourceError(f"bad CPU quantity {value!r}: use cores ('2', '0.5') or '500m'") from exc
+        raise ResourceError(
+            f"bad CPU quantity {value!r}: use cores ('2', '0.5') or '500m'"
+        ) from exc
 
 
 def parse_memory(text: Any) -> float:

@@ -67,8 +67,9 @@ class Run:
 
     def counts(self) -> dict[str, int]:
         """Executor tasks by state, with cached ones counted apart from succeeded."""
-        counts = dict.fromkeys(("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CACHED",
-                                "SKIPPED", "CANCELED"), 0)  # fmt: skip
+        counts = dict.fromkeys(
+            ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CACHED", "SKIPPED", "CANCELED"), 0
+        )
         if self.machine is None:
             return counts
         for _, state, task in self.machine.executor_tasks():
@@ -183,10 +184,16 @@ def run(
     """
     ir = load_pipeline(pipeline, pipeline_name=pipeline_name)
     return run_ir(
-        ir, arguments or {}, executor=executor, max_parallel=max_parallel, cache=cache,
-        enable_cache=enable_cache, pipeline_root=pipeline_root, hooks=hooks,
+        ir,
+        arguments or {},
+        executor=executor,
+        max_parallel=max_parallel,
+        cache=cache,
+        enable_cache=enable_cache,
+        pipeline_root=pipeline_root,
+        hooks=hooks,
         install_packages=install_packages,
-    )  # fmt: skip
+    )
 
 
 def run_ir(
@@ -222,11 +229,13 @@ def run_ir(
         create_time_utc=created.isoformat().replace("+00:00", "Z"),
     )
     machine = RunStateMachine(ir, bound, context, artifact_inputs=artifacts)
-    result = Run(run_id, ir.name, run_dir, root, created_at=context.create_time_utc,
-                 machine=machine)  # fmt: skip
+    result = Run(
+        run_id, ir.name, run_dir, root, created_at=context.create_time_utc, machine=machine
+    )
     cpus = machine_cpus()
-    pool = ResourcePool(slots=max_parallel or cpus, cpu=float(cpus), memory=machine_memory(),
-                        gpus=detect_gpus())  # fmt: skip
+    pool = ResourcePool(
+        slots=max_parallel or cpus, cpu=float(cpus), memory=machine_memory(), gpus=detect_gpus()
+    )
     if executor == "local":
         from headwater.executors.local import LocalExecutor
 
@@ -235,8 +244,9 @@ def run_ir(
         backend = executor
     else:
         raise UserError(f"unknown executor {executor!r} (known executors: local)")
-    _Loop(machine, backend, pool, cache or NullCache(), enable_cache, hooks, result,
-          python_path).run()  # fmt: skip
+    _Loop(
+        machine, backend, pool, cache or NullCache(), enable_cache, hooks, result, python_path
+    ).run()
     return result
 
 
@@ -290,8 +300,11 @@ class _Loop:
                 try:
                     self.pool.check(launch)
                 except UserError as exc:
-                    self._feed(TaskResult(launch.task_id,
-                                          error=TaskError(launch.name, "ResourceError", str(exc))))  # fmt: skip
+                    self._feed(
+                        TaskResult(
+                            launch.task_id, error=TaskError(launch.name, "ResourceError", str(exc))
+                        )
+                    )
                     continue
                 self.queue.append(launch)
             self._admit()

@@ -8,6 +8,7 @@ function calls (see tests/unit/engine/test_state.py).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwater.engine.model import Launch, Outputs, ResourceRequest, TaskResult, TaskState
+from headwater.engine.model import Launch, Outputs, TaskResult, TaskState
 from headwater.errors import ConditionError, HeadwaterError, TaskError, UserError
 from headwater.spec.ir import ComponentSpec, PipelineIR, TaskSpec, is_control_flow_task
 from headwater.spec.placeholders import PlaceholderContext, resolve_value
@@ -42,7 +43,7 @@ class RunContext:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-class _Unavailable(Exception):
+class _UnavailableError(Exception):
     """An input whose producer did not produce it (skipped, failed, or no such output)."""
 
     def __init__(self, message: str, *, skipped: bool) -> None:
@@ -240,7 +241,9 @@ class RunStateMachine:
         if it is not None and index is not None:
             if it.kind == "parameter":
                 pdef = task.component.interface.input_parameters.get(it.item_input)
-                params[it.item_input] = coerce(item, pdef.type, name=it.item_input) if pdef else item
+                params[it.item_input] = (
+                    coerce(item, pdef.type, name=it.item_input) if pdef else item
+                )
             else:
                 artifacts[it.item_input] = [item]
         child = DagRun(task.component, params, artifacts, task, prefix=prefix, suffix=suffix)
@@ -288,15 +291,15 @@ class RunStateMachine:
         if self._stopped:
             self._finalize(task, TaskState.CANCELED)
             return True
-        if not task.spec.all_upstream_completed:
-            if self._failing(task) or any(
-                u.state in (TaskState.FAILED, TaskState.CANCELED) for u in upstream
-            ):
-                self._finalize(task, TaskState.CANCELED)
-                return True
+        if not task.spec.all_upstream_completed and (
+            self._failing(task)
+            or any(u.state in (TaskState.FAILED, TaskState.CANCELED) for u in upstream)
+        ):
+            self._finalize(task, TaskState.CANCELED)
+            return True
         try:
             self._resolve_inputs(task)
-        except _Unavailable as exc:
+        except _UnavailableError as exc:
             if exc.skipped:
                 self._finalize(task, TaskState.SKIPPED)
             else:
@@ -361,10 +364,8 @@ class RunStateMachine:
         if isinstance(items, str):
             import json
 
-            try:
+            with contextlib.suppress(ValueError):
                 items = json.loads(items)
-            except ValueError:
-                pass
         if not isinstance(items, list):
             raise UserError(f"ParallelFor over {it.input_name!r} needs a list, got {items!r:.80}")
         return list(items)
@@ -378,7 +379,7 @@ class RunStateMachine:
             pdef = declared.input_parameters.get(name)
             try:
                 value = self._parameter(task, sel)
-            except _Unavailable:
+            except _UnavailableError:
                 if pdef is not None and (pdef.optional or pdef.has_default):
                     continue
                 raise
@@ -390,7 +391,7 @@ class RunStateMachine:
             adef = declared.input_artifacts.get(name)
             try:
                 artifacts[name] = self._artifact(task, sel)
-            except _Unavailable:
+            except _UnavailableError:
                 if adef is not None and adef.optional:
                     continue
                 raise
@@ -400,9 +401,9 @@ class RunStateMachine:
     def _producer(self, task: TaskRun, name: str) -> TaskRun:
         producer = task.dag.tasks.get(name)
         if producer is None:
-            raise _Unavailable(f"no task {name!r} in the DAG of {task.name!r}", skipped=False)
+            raise _UnavailableError(f"no task {name!r} in the DAG of {task.name!r}", skipped=False)
         if producer.state is not TaskState.SUCCEEDED:
-            raise _Unavailable(
+            raise _UnavailableError(
                 f"task {task.name!r} needs an output of {producer.name!r}, which "
                 f"{producer.state.value.lower()}",
                 skipped=producer.state is TaskState.SKIPPED,
@@ -415,7 +416,7 @@ class RunStateMachine:
         if "componentInputParameter" in sel:
             name = sel["componentInputParameter"]
             if name not in task.dag.parameters:
-                raise _Unavailable(f"input {name!r} was not given", skipped=False)
+                raise _UnavailableError(f"input {name!r} was not given", skipped=False)
             value = task.dag.parameters[name]
             if sel.get("parameterExpressionSelector"):
                 value = _select(value, sel["parameterExpressionSelector"], task.name)
@@ -425,7 +426,7 @@ class RunStateMachine:
             producer = self._producer(task, ref["producerTask"])
             key = ref["outputParameterKey"]
             if key not in producer.outputs.parameters:
-                raise _Unavailable(
+                raise _UnavailableError(
                     f"task {producer.name!r} produced no output parameter {key!r}",
                     skipped=not producer.is_executor,
                 )
@@ -451,14 +452,14 @@ class RunStateMachine:
         if "componentInputArtifact" in sel:
             name = sel["componentInputArtifact"]
             if name not in task.dag.artifacts:
-                raise _Unavailable(f"input artifact {name!r} was not given", skipped=False)
+                raise _UnavailableError(f"input artifact {name!r} was not given", skipped=False)
             return task.dag.artifacts[name]
         if "taskOutputArtifact" in sel:
             ref = sel["taskOutputArtifact"]
             producer = self._producer(task, ref["producerTask"])
             key = ref["outputArtifactKey"]
             if key not in producer.outputs.artifacts:
-                raise _Unavailable(
+                raise _UnavailableError(
                     f"task {producer.name!r} produced no output artifact {key!r}",
                     skipped=not producer.is_executor,
                 )
@@ -476,7 +477,9 @@ class RunStateMachine:
 
     # -- executors ------------------------------------------------------------------------
 
-    def _ctx(self, task: TaskRun, executor_input: dict[str, Any] | None = None) -> PlaceholderContext:
+    def _ctx(
+        self, task: TaskRun, executor_input: dict[str, Any] | None = None
+    ) -> PlaceholderContext:
         return PlaceholderContext(
             executor_input=executor_input or {"inputs": {"parameterValues": task.parameters}},
             job_name=self.context.job_name,
@@ -716,9 +719,13 @@ def _select(value: Any, expression: str, task: str) -> Any:
             break
         key, alt, index = match.groups()
         try:
-            value = value[int(index)] if index is not None else value[key if key is not None else alt]
+            value = (
+                value[int(index)] if index is not None else value[key if key is not None else alt]
+            )
         except (KeyError, IndexError, TypeError) as exc:
-            raise UserError(f"task {task!r}: {expression!r} selects nothing in {value!r:.80}") from exc
+            raise UserError(
+                f"task {task!r}: {expression!r} selects nothing in {value!r:.80}"
+            ) from exc
         pos = match.end()
     if pos != len(rest):
         raise UserError(f"task {task!r}: unsupported parameterExpressionSelector {expression!r}")

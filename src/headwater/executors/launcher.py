@@ -58,6 +58,7 @@ def _redirect_output(log_path: str) -> None:
 
 
 def _run_python(payload: dict[str, Any]) -> int:
+    sys.dont_write_bytecode = True  # the component module is used once
     for entry in reversed(payload.get("python_path") or []):
         sys.path.insert(0, entry)
     module_path = os.path.join(payload["workdir"], "ephemeral_component.py")

@@ -21,8 +21,14 @@ from headwater.errors import MissingPackagesError, UserError
 from headwater.spec.ir import PipelineIR
 
 _PIP_INSTALL = re.compile(r"python3 -m pip install (.*?)(?:&&|$)", re.S)
-_OPTIONS_WITH_VALUE = {"--index-url", "-i", "--extra-index-url", "--trusted-host", "-f",
-                       "--find-links"}  # fmt: skip
+_OPTIONS_WITH_VALUE = {
+    "--index-url",
+    "-i",
+    "--extra-index-url",
+    "--trusted-host",
+    "-f",
+    "--find-links",
+}
 _KFP_OWN = ("kfp==", "kfp>", "kfp<", "kfp[", "typing-extensions")
 
 
@@ -101,10 +107,21 @@ def prepare_packages(ir: PipelineIR, *, install: bool) -> tuple[str, ...]:
     if not (target / ".complete").exists():
         target.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             "--target", str(target), *reqs],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--target",
+                str(target),
+                *reqs,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["pip failed"]
             raise UserError(f"installing {' '.join(reqs)} failed: {tail[0]}")

@@ -27,16 +27,18 @@ class Condition:
             ConditionError: The expression fails at run time or does not yield a bool.
         """
         import celpy
+        import celpy.adapter
+        import celpy.evaluation
 
         values = {"parameter_values": _as_protobuf_values(parameter_values)}
-        activation = {"inputs": celpy.json_to_cel(values)}
+        activation = {"inputs": celpy.adapter.json_to_cel(values)}
         try:
             result = self._program.evaluate(activation)
-        except celpy.CELEvalError as exc:
+        except celpy.evaluation.CELEvalError as exc:
             raise ConditionError(
                 f"condition {self.expression!r} failed: {exc.args[0] if exc.args else exc}"
             ) from exc
-        if isinstance(result, celpy.CELEvalError):
+        if isinstance(result, celpy.evaluation.CELEvalError):
             raise ConditionError(f"condition {self.expression!r} failed: {result.args[0]}")
         if not isinstance(result, bool | celpy.celtypes.BoolType):
             raise ConditionError(
@@ -70,14 +72,18 @@ def compile_condition(expression: str, *, task: str) -> Condition:
         ConditionError: The expression does not parse.
     """
     import celpy
+    import celpy.celparser
 
     env = celpy.Environment()
     try:
         ast = env.compile(expression)
         program = env.program(ast)
-    except celpy.CELParseError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
+    except celpy.celparser.CELParseError as exc:
+        lines = str(exc).splitlines()
+        column = lines[1].index("^") + 1 if len(lines) > 1 and "^" in lines[1] else None
+        where = f" at column {column}" if column else ""
         raise ConditionError(
-            f"task {task!r} has a condition that is not valid CEL: {expression!r} ({first})"
+            f"task {task!r} has a condition that is not valid CEL{where}: {expression!r}; "
+            "fix the triggerPolicy.condition or recompile the pipeline"
         ) from exc
     return Condition(expression, program)

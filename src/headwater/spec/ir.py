@@ -129,7 +129,7 @@ _CONTROL_FLOW_PREFIXES = ("condition-branches-", "condition-", "for-loop-", "exi
 
 def is_control_flow_task(task_name: str) -> bool:
     """True for the DAG groups the compiler makes (conditions, loops, exit handlers)."""
-    prefix, _, number = task_name.rpartition("-")
+    number = task_name.rpartition("-")[2]
     return number.isdigit() and any(task_name.startswith(p) for p in _CONTROL_FLOW_PREFIXES)
 
 
