@@ -44,7 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print the result as JSON on the last line"
     )
     run.add_argument(
-        "--max-parallel", type=int, metavar="N", help="most tasks at once (default: CPU count)"
+        "--max-parallel",
+        type=int,
+        metavar="N",
+        help="most tasks at once (default: twice the CPU count)",
     )
     run.add_argument("--no-cache", action="store_true", help="run every task, cached or not")
     run.add_argument(

@@ -386,6 +386,10 @@ class RunStateMachine:
             if pdef is not None and pdef.type not in ("TASK_FINAL_STATUS", "TASK_CONFIG"):
                 value = coerce(value, pdef.type, name=name, what=f"task {task.name!r} input")
             params[name] = value
+        for name, pdef in declared.input_parameters.items():
+            # KFP's driver fills inputs the task leaves out from the component's defaults.
+            if name not in params and pdef.has_default:
+                params[name] = coerce(protojson(pdef.default), pdef.type, name=name)
         artifacts: dict[str, list[dict[str, Any]]] = {}
         for name, sel in task.spec.artifact_inputs.items():
             adef = declared.input_artifacts.get(name)

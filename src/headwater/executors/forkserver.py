@@ -12,6 +12,7 @@ Run as `python -m headwater.executors.forkserver`; the engine starts it (see `Lo
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -60,6 +61,9 @@ def serve() -> None:
     import headwater.executors._preload
     import headwater.executors.launcher  # noqa: F401
 
+    # Keep the collector off everything loaded so far: a task's GC pass then never writes to
+    # (and so never copies) the pages it shares with this server.
+    gc.freeze()
     out = sys.stdout
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)

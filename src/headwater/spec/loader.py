@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import sys
 import uuid
 import warnings
@@ -25,7 +26,8 @@ def load_pipeline(source: Any, *, pipeline_name: str | None = None) -> PipelineI
         source: A path to a `.py` file defining `@dsl.pipeline` functions or to a compiled
             IR file (`.yaml`, `.yml`, `.json`); or a `@dsl.pipeline` object itself.
         pipeline_name: Which pipeline to take when a `.py` file defines several (the pipeline's
-            name as compiled, or the Python variable name).
+            name as compiled, or the Python variable name). Without it, a file whose other
+            pipelines are all nested inside one outermost pipeline runs that one.
 
     Raises:
         PipelineLoadError: The file is missing, unreadable, or has no / several pipelines.
@@ -133,6 +135,9 @@ def _pick_pipeline(path: Path, name: str | None) -> Any:
     if name is None:
         if len(found) == 1:
             return next(iter(found.values()))
+        top = _outermost(found)
+        if len(top) == 1:
+            return found[top[0]]
         choices = ", ".join(sorted(found))
         raise PipelineLoadError(
             f"{str(path)!r} defines {len(found)} pipelines ({choices}): choose one with --pipeline"
@@ -142,6 +147,20 @@ def _pick_pipeline(path: Path, name: str | None) -> Any:
             return obj
     choices = ", ".join(sorted(found))
     raise PipelineLoadError(f"no pipeline {name!r} in {str(path)!r} (found: {choices})")
+
+
+def _outermost(found: dict[str, Any]) -> list[str]:
+    """The pipelines of a file that no other pipeline of it uses as a nested pipeline."""
+    used: set[str] = set()
+    for var, obj in found.items():
+        components = set(obj.pipeline_spec.components.keys())
+        for other_var, other in found.items():
+            if other_var == var:
+                continue
+            base = "comp-" + re.sub(r"[^-0-9a-z]+", "-", other.name.lower()).strip("-")
+            if any(c == base or re.fullmatch(re.escape(base) + r"-\d+", c) for c in components):
+                used.add(other_var)
+    return [var for var in found if var not in used]
 
 
 def _import_file(path: Path) -> Any:
