@@ -25,3 +25,8 @@ def runs_dir() -> Path:
 def envs_dir() -> Path:
     """Cached package environments for `--install-packages`."""
     return home() / "envs"
+
+
+def cache_dir() -> Path:
+    """Task cache entries (`headwater cache clear` empties it)."""
+    return home() / "cache"

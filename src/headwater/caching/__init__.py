@@ -1,5 +1,6 @@
-"""Caching: the interface the engine calls; keys and stores plug in behind it."""
+"""Caching: content-addressed keys and the stores the engine looks results up in."""
 
 from headwater.caching.base import NullCache, TaskCache
+from headwater.caching.store import FileTaskCache
 
-__all__ = ["NullCache", "TaskCache"]
+__all__ = ["FileTaskCache", "NullCache", "TaskCache"]

@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--pipeline-root", metavar="URI", help="where artifacts are written")
     run.add_argument("-v", "--verbose", action="store_true", help="stream task output")
 
+    cache = sub.add_parser("cache", help="manage the task cache")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
+    cache_sub.add_parser("clear", help="delete every cached task result")
+
     comp = sub.add_parser("compile", help="compile a .py pipeline to KFP IR YAML")
     comp.add_argument("pipeline", help="a .py file defining @dsl.pipeline")
     comp.add_argument("--pipeline", dest="pipeline_name", metavar="NAME")
@@ -141,12 +145,23 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from headwater import config
+    from headwater.caching import FileTaskCache
+
+    removed = FileTaskCache(config.cache_dir()).clear()
+    print(f"removed {removed} cache entries from {config.cache_dir()}", file=sys.stderr)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the process exit code."""
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "cache":
+            return _cmd_cache(args)
         return _cmd_compile(args)
     except UserError as exc:
         print(f"headwater: error: {exc}", file=sys.stderr)

@@ -73,6 +73,9 @@ class Launch:
     cache_enabled: bool = False
     cache_key: str = ""
     python_path: tuple[str, ...] = ()
+    #: Set by the scheduler when it hands the task devices (CUDA_VISIBLE_DEVICES); not part of
+    #: the task's identity, so not of its cache key.
+    device_env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -159,7 +159,7 @@ class ResourcePool:
         self._used_memory += memory
         self._held[launch.task_id] = (cpu, memory, gpus)
         if req.accelerators:
-            launch.env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            launch.device_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         return True
 
     def release(self, task_id: int) -> None:

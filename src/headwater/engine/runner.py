@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from headwater import config
-from headwater.caching import NullCache, TaskCache
+from headwater.caching import FileTaskCache, TaskCache
 from headwater.engine.hooks import RunHooks
 from headwater.engine.model import Launch, TaskResult, TaskState
 from headwater.engine.resources import ResourcePool, detect_gpus, machine_cpus, machine_memory
@@ -181,7 +181,7 @@ def run(
         pipeline_name: Which pipeline of a .py file that defines several.
         executor: "local" or an `Executor` instance.
         max_parallel: Most tasks at once (default: twice the CPU count).
-        cache: Where to look up and record task outputs (default: no cache).
+        cache: Where to look up and record task outputs (default: `$HEADWATER_HOME/cache`).
         enable_cache: False runs every task even if the cache has it (`--no-cache`).
         pipeline_root: Artifact root (default `$HEADWATER_HOME/artifacts`).
         hooks: Observers of the run's lifecycle.
@@ -269,7 +269,14 @@ def run_ir(
     else:
         raise UserError(f"unknown executor {executor!r} (known executors: local)")
     _Loop(
-        machine, backend, pool, cache or NullCache(), enable_cache, hooks, result, python_path
+        machine,
+        backend,
+        pool,
+        cache or FileTaskCache(config.cache_dir()),
+        enable_cache,
+        hooks,
+        result,
+        python_path,
     ).run()
     return result
 

@@ -339,7 +339,7 @@ class RunStateMachine:
             self._child(task, index, item).active = False
         self._activate_iterations(task)
         if not items:
-            self._complete(task, Outputs())
+            self._complete(task, self._collect(task))
         return True
 
     def _activate_iterations(self, task: TaskRun) -> None:

@@ -90,7 +90,7 @@ class LocalExecutor(Executor):
             raise HeadwaterSystemError(f"the task fork server has exited: {exc}") from exc
 
     def _payload(self, launch: Launch) -> dict[str, Any]:
-        env = {**os.environ, "_KFP_RUNTIME": "true", **launch.env}
+        env = {**os.environ, "_KFP_RUNTIME": "true", **launch.env, **launch.device_env}
         env.setdefault("PYTHONUNBUFFERED", "1")
         payload: dict[str, Any] = {
             "log_path": str(launch.log_path),
