@@ -1,6 +1,6 @@
 """Hello, Headwater: a small KFP pipeline with a fan-out, a condition and an artifact.
 
-    headwater run examples/hello.py --param name=World
+headwater run examples/hello.py --param name=World
 """
 
 from typing import List

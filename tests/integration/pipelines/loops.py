@@ -65,7 +65,7 @@ class Outputs(NamedTuple):
 @dsl.pipeline
 def loops(
     scratch: str,
-    numbers: list = [5, 7],  # noqa: B006 - KFP reads the default from the signature
+    numbers: list = [5, 7],
 ) -> Outputs:
     with dsl.ParallelFor([1, 2, 3]) as x:
         squared = square(x=x)

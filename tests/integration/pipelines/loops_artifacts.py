@@ -53,7 +53,7 @@ class Outputs(NamedTuple):
 
 
 @dsl.pipeline
-def main(texts: list = ["a", "bb", "ccc"]) -> Outputs:  # noqa: B006
+def main(texts: list = ["a", "bb", "ccc"]) -> Outputs:
     parts = make_parts(texts=texts)
     with dsl.ParallelFor(parts.output) as part:
         measured = measure(part=part)

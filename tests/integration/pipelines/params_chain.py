@@ -86,8 +86,8 @@ def params_chain(
     count: int = 3,
     ratio: float = 1.25,
     flag: bool = True,
-    input_items: list = [1, 2],  # noqa: B006 - KFP reads the default from the signature
-    input_mapping: dict = {"k": 7},  # noqa: B006
+    input_items: list = [1, 2],
+    input_mapping: dict = {"k": 7},
 ) -> Outputs:
     values = make_values(text=text, count=count, ratio=ratio, flag=flag)
     described = describe(
