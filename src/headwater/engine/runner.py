@@ -39,9 +39,17 @@ class TaskInfo:
     inputs: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
 
+    resources: dict[str, Any] = field(default_factory=dict)
+
     def to_json(self) -> dict[str, Any]:
         """The `tasks[]` entry of `headwater run --json`."""
         return {"name": self.name, "state": self.state, "cached": self.cached}
+
+    def to_record(self) -> dict[str, Any]:
+        """Everything known about the task, for the run record (`run.json`)."""
+        record = {k: v for k, v in vars(self).items() if k != "error"}
+        record["error"] = None if self.error is None else vars(self.error)
+        return record
 
 
 @dataclass
@@ -260,15 +268,16 @@ def run_ir(
         memory=machine_memory(),
         gpus=detect_gpus(),
     )
+    own: Executor | None = None
     if executor == "local":
         from headwater.executors.local import LocalExecutor
 
-        backend: Executor = LocalExecutor()
+        backend: Executor = (own := LocalExecutor())
     elif isinstance(executor, Executor):
         backend = executor
     else:
         raise UserError(f"unknown executor {executor!r} (known executors: local)")
-    _Loop(
+    loop = _Loop(
         machine,
         backend,
         pool,
@@ -277,7 +286,12 @@ def run_ir(
         hooks,
         result,
         python_path,
-    ).run()
+    )
+    try:
+        loop.run()
+    finally:
+        if own is not None:
+            own.shutdown(kill=True)
     return result
 
 
@@ -315,11 +329,10 @@ class _Loop:
         try:
             self._loop()
         except BaseException:
-            self.executor.shutdown(kill=True)
+            self.executor.cancel()
             self.machine.interrupt("the engine was interrupted")
             self._finish(started)
             raise
-        self.executor.shutdown()
         self._finish(started)
 
     def _loop(self) -> None:
@@ -406,11 +419,15 @@ class _Loop:
                 info.outputs = dict(task.outputs.parameters)
                 if task.launch is not None:
                     info.log_path = str(task.launch.log_path)
+                    info.resources = {k: v for k, v in vars(task.launch.resources).items() if v}
                 if task.error is not None and run.error is None and state is TaskState.FAILED:
                     run.error = task.error
             run.tasks.append(info)
+        # Report tasks in the order they started; never-started ones (skipped, canceled) last.
+        run.tasks.sort(key=lambda t: (t.started_at is None, t.started_at or 0.0))
         record = {
             **run.to_json(),
+            "tasks": [t.to_record() for t in run.tasks],
             "pipeline": run.pipeline,
             "created_at": run.created_at,
             "duration_s": round(run.duration, 3),

@@ -375,10 +375,13 @@ class RunStateMachine:
     def _resolve_inputs(self, task: TaskRun) -> None:
         declared = task.component.interface
         params: dict[str, Any] = {}
-        for name, sel in task.spec.parameter_inputs.items():
+        # Constants last: they may hold placeholders over the task's other inputs (f-strings,
+        # `set_cpu_limit(param)` compile to `'{{$.inputs.parameters['pipelinechannel--x']}}'`).
+        ordered = sorted(task.spec.parameter_inputs.items(), key=lambda i: "runtimeValue" in i[1])
+        for name, sel in ordered:
             pdef = declared.input_parameters.get(name)
             try:
-                value = self._parameter(task, sel)
+                value = self._parameter(task, sel, params)
             except _UnavailableError:
                 if pdef is not None and (pdef.optional or pdef.has_default):
                     continue
@@ -414,9 +417,10 @@ class RunStateMachine:
             )
         return producer
 
-    def _parameter(self, task: TaskRun, sel: Mapping[str, Any]) -> Any:
+    def _parameter(self, task: TaskRun, sel: Mapping[str, Any], resolved: dict[str, Any]) -> Any:
         if "runtimeValue" in sel:
-            return resolve_value(protojson(sel["runtimeValue"].get("constant")), self._ctx(task))
+            ctx = self._ctx(task, {"inputs": {"parameterValues": resolved}})
+            return resolve_value(protojson(sel["runtimeValue"].get("constant")), ctx)
         if "componentInputParameter" in sel:
             name = sel["componentInputParameter"]
             if name not in task.dag.parameters:

@@ -7,8 +7,15 @@ To add a backend, subclass `Executor` and implement `submit`, `wait` and `shutdo
             ...
         def wait(self, timeout):   # block up to `timeout` s; return finished attempts
             ...
+        def running(self):         # attempts in flight
+            ...
+        def cancel(self):          # terminate every attempt in flight
+            ...
         def shutdown(self, *, kill=False):
             ...
+
+An executor outlives runs: the engine never shuts down an executor it was given, so one
+`LocalExecutor` (and its warm fork server) can serve many runs in a notebook.
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def running(self) -> int:
         """How many attempts are in flight."""
+
+    @abc.abstractmethod
+    def cancel(self) -> None:
+        """Terminate every attempt in flight; their results are never reported."""
 
     @abc.abstractmethod
     def shutdown(self, *, kill: bool = False) -> None:

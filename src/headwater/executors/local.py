@@ -168,12 +168,18 @@ class LocalExecutor(Executor):
         """Attempts in flight."""
         return len(self._launches)
 
+    def cancel(self) -> None:
+        """Terminate every running task (and whatever it started: its process group)."""
+        for pid in list(self._pids.values()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGTERM)
+        self._launches.clear()
+        self._pids.clear()
+
     def shutdown(self, *, kill: bool = False) -> None:
         """Stop the fork server; with `kill`, terminate running tasks first."""
         if kill:
-            for pid in list(self._pids.values()):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGTERM)
+            self.cancel()
         if self._server.stdin is not None and not self._server.stdin.closed:
             with contextlib.suppress(OSError):
                 self._server.stdin.close()
