@@ -86,6 +86,8 @@ class TaskResult:
     outputs: Outputs | None = None
     error: TaskError | None = None
     cached: bool = False
+    #: False when another attempt cannot help (the machine can never satisfy the request).
+    retryable: bool = True
 
     @property
     def ok(self) -> bool:

@@ -344,11 +344,8 @@ class _Loop:
                 try:
                     self.pool.check(launch)
                 except UserError as exc:
-                    self._feed(
-                        TaskResult(
-                            launch.task_id, error=TaskError(launch.name, "ResourceError", str(exc))
-                        )
-                    )
+                    error = TaskError(launch.name, "ResourceError", str(exc))
+                    self._feed(TaskResult(launch.task_id, error=error, retryable=False))
                     continue
                 self.queue.append(launch)
             self._admit()

@@ -183,7 +183,8 @@ class RunStateMachine:
             self._complete(task, result.outputs)
         else:
             retry = task.spec.retry
-            if retry is not None and task.attempts <= retry.max_retries and not self._failing(task):
+            retryable = retry is not None and result.retryable and not self._failing(task)
+            if retry is not None and retryable and task.attempts <= retry.max_retries:
                 task.state = TaskState.READY
                 task.not_before = self.clock() + retry.delay(task.attempts)
                 task.error = result.error
@@ -679,7 +680,10 @@ class RunStateMachine:
                 prefix = dag.prefix
                 if not is_control_flow_task(task.spec.name):
                     prefix = f"{prefix}{task.spec.name}."
-                yield from self._report_static(task.component, prefix, dag.suffix, task.state)
+                state = task.state
+                if task.spec.iterator is not None and state is TaskState.SUCCEEDED:
+                    state = TaskState.SKIPPED  # a loop over no items: its body never ran
+                yield from self._report_static(task.component, prefix, dag.suffix, state)
 
     def _report_static(
         self, component: ComponentSpec, prefix: str, suffix: str, state: TaskState

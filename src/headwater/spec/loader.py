@@ -153,7 +153,8 @@ def _outermost(found: dict[str, Any]) -> list[str]:
     """The pipelines of a file that no other pipeline of it uses as a nested pipeline."""
     used: set[str] = set()
     for var, obj in found.items():
-        components = set(obj.pipeline_spec.components.keys())
+        # Only DAG components can be nested pipelines; a plain component may share the name.
+        components = {n for n, c in obj.pipeline_spec.components.items() if c.HasField("dag")}
         for other_var, other in found.items():
             if other_var == var:
                 continue

@@ -81,7 +81,8 @@ def _coerce(value: Any, parameter_type: str) -> Any:
     if parameter_type == "STRING":
         if isinstance(value, str):
             return value
-        return json.dumps(value)
+        # Compact, as KFP's backend renders a non-string value handed to a STRING input.
+        return json.dumps(value, separators=(",", ":"))
     if parameter_type == "NUMBER_INTEGER":
         if isinstance(value, str):
             value = json.loads(value)

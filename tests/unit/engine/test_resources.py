@@ -1,0 +1,340 @@
+"""Tests for resource quantities, requests read from compiled components, and the ResourcePool."""
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kfp import dsl
+
+from headwater.engine import resources
+from headwater.engine.model import Launch, ResourceRequest
+from headwater.engine.resources import (
+    ResourcePool,
+    detect_gpus,
+    parse_cpu,
+    parse_memory,
+    resource_request,
+)
+from headwater.errors import ResourceError
+from headwater.spec.loader import ir_from_component
+from headwater.spec.placeholders import PlaceholderContext
+
+GiB = 2**30
+MiB = 2**20
+
+
+@pytest.mark.parametrize(
+    ("text", "cores"),
+    [("500m", 0.5), ("250m", 0.25), ("2", 2.0), ("0.5", 0.5), (" 4 ", 4.0), (1.5, 1.5), (3, 3.0)],
+    ids=["millis", "quarter", "whole", "fraction", "spaces", "float", "int"],
+)
+def test_parse_cpu(text: Any, cores: float) -> None:
+    assert parse_cpu(text) == pytest.approx(cores)
+
+
+@pytest.mark.parametrize("text", ["", "two", "1x", "m", "1.2.3"], ids=repr)
+def test_parse_cpu_rejects_bad_quantities(text: str) -> None:
+    with pytest.raises(ResourceError, match="bad CPU quantity"):
+        parse_cpu(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "nbytes"),
+    [
+        ("1G", 1e9),
+        ("512Mi", 512 * MiB),
+        ("2Gi", 2 * GiB),
+        ("1.5Gi", 1.5 * GiB),
+        ("100", 100),
+        ("64K", 64_000),
+        ("1Ti", 2**40),
+        ("2GB", 2e9),
+        ("4GiB", 4 * GiB),
+        ("8 Gi", 8 * GiB),
+    ],
+    ids=["G", "Mi", "Gi", "fractional", "bytes", "K", "Ti", "GB", "GiB", "space"],
+)
+def test_parse_memory(text: str, nbytes: float) -> None:
+    assert parse_memory(text) == pytest.approx(nbytes)
+
+
+@pytest.mark.parametrize("text", ["", "lots", "1Zi", "-1G", "G", "1G2"], ids=repr)
+def test_parse_memory_rejects_bad_quantities(text: str) -> None:
+    with pytest.raises(ResourceError, match="bad memory quantity") as info:
+        parse_memory(text)
+    assert repr(text.strip()) in str(info.value)
+
+
+# -- requests from compiled components --------------------------------------------------------
+
+
+@dsl.component(base_image="python:3.11")
+def train() -> str:
+    return "trained"
+
+
+def compiled_resources(configure: Callable[[Any], Any]) -> dict[str, Any]:
+    """The `resources` of the container a one-task pipeline compiles to."""
+
+    @dsl.pipeline
+    def one_task():
+        configure(train())
+
+    ir = ir_from_component(one_task)
+    (executor,) = ir.executors.values()
+    return dict(executor["container"].get("resources") or {})
+
+
+@pytest.mark.parametrize(
+    ("configure", "expected"),
+    [
+        (lambda t: t, ResourceRequest()),
+        (lambda t: t.set_cpu_request("500m"), ResourceRequest(cpu=0.5)),
+        (lambda t: t.set_cpu_limit("2"), ResourceRequest(cpu=2.0)),
+        (lambda t: t.set_cpu_request("1").set_cpu_limit("4"), ResourceRequest(cpu=1.0)),
+        (lambda t: t.set_memory_limit("2Gi"), ResourceRequest(memory=2 * GiB)),
+        (lambda t: t.set_memory_request("1G"), ResourceRequest(memory=1e9)),
+        (
+            lambda t: t.set_memory_request("512Mi").set_memory_limit("4Gi"),
+            ResourceRequest(memory=512 * MiB),
+        ),
+        (
+            lambda t: t.set_accelerator_type("nvidia.com/gpu").set_accelerator_limit(2),
+            ResourceRequest(accelerators=2, accelerator_type="nvidia.com/gpu"),
+        ),
+        (
+            lambda t: (
+                t.set_cpu_request("500m")
+                .set_memory_limit("2Gi")
+                .set_accelerator_type("nvidia.com/gpu")
+                .set_accelerator_limit(1)
+            ),
+            ResourceRequest(
+                cpu=0.5, memory=2 * GiB, accelerators=1, accelerator_type="nvidia.com/gpu"
+            ),
+        ),
+    ],
+    ids=[
+        "none",
+        "cpu-request",
+        "cpu-limit",
+        "request-wins-over-limit",
+        "memory-limit",
+        "memory-request",
+        "memory-request-wins",
+        "accelerator",
+        "all",
+    ],
+)
+def test_resource_request_from_compiled_component(
+    configure: Callable[[Any], Any], expected: ResourceRequest
+) -> None:
+    request = resource_request(compiled_resources(configure), PlaceholderContext({}))
+    assert request == expected
+
+
+def test_resource_request_resolves_placeholders() -> None:
+    @dsl.pipeline
+    def sized(cpu: str, gpus: str):
+        train().set_cpu_limit(cpu).set_accelerator_type("nvidia.com/gpu").set_accelerator_limit(
+            gpus
+        )
+
+    ir = ir_from_component(sized)
+    (executor,) = ir.executors.values()
+    ctx = PlaceholderContext(
+        {"inputs": {"parameterValues": {"pipelinechannel--cpu": "3", "pipelinechannel--gpus": "2"}}}
+    )
+    request = resource_request(executor["container"]["resources"], ctx)
+    assert request.cpu == 3.0
+    assert request.accelerators == 2
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"cpuLimit": 2.0, "memoryLimit": 1.5}, ResourceRequest(cpu=2.0, memory=1.5e9)),
+        ({"cpuRequest": 0.5, "cpuLimit": 2.0}, ResourceRequest(cpu=0.5)),
+        (
+            {"accelerator": {"count": "1", "type": "TPU_V3"}},
+            ResourceRequest(accelerators=1, accelerator_type="TPU_V3"),
+        ),
+    ],
+    ids=["float-limits", "float-request-wins", "legacy-accelerator"],
+)
+def test_resource_request_from_float_fields(raw: dict[str, Any], expected: ResourceRequest) -> None:
+    assert resource_request(raw, PlaceholderContext({})) == expected
+
+
+def test_resource_request_rejects_bad_quantity() -> None:
+    with pytest.raises(ResourceError, match="'lots'"):
+        resource_request({"resourceMemoryLimit": "lots"}, PlaceholderContext({}))
+
+
+# -- the pool ---------------------------------------------------------------------------------
+
+LaunchFactory = Callable[..., Launch]
+
+
+@pytest.fixture
+def make_launch(tmp_path: Path) -> LaunchFactory:
+    """Launches that differ only in what they request."""
+    counter = iter(range(1, 1000))
+
+    def make(cpu: float = 0.0, memory: float = 0.0, gpus: int = 0, gpu_type: str = "") -> Launch:
+        task_id = next(counter)
+        return Launch(
+            task_id=task_id,
+            name=f"task-{task_id}",
+            component="comp-task",
+            executor_label="exec-task",
+            container={},
+            executor_input={},
+            placeholders=PlaceholderContext({}),
+            workdir=tmp_path / str(task_id),
+            log_path=tmp_path / str(task_id) / "log.txt",
+            env={},
+            resources=ResourceRequest(cpu, memory, gpus, gpu_type),
+            output_types={},
+        )
+
+    return make
+
+
+def test_pool_bounds_slots(make_launch: LaunchFactory) -> None:
+    pool = ResourcePool(slots=2, cpu=8, memory=0)
+    first, second, third = make_launch(), make_launch(), make_launch()
+    assert pool.try_acquire(first)
+    assert pool.try_acquire(second)
+    assert not pool.try_acquire(third)
+    pool.release(first.task_id)
+    assert pool.try_acquire(third)
+
+
+def test_pool_bounds_cpu(make_launch: LaunchFactory) -> None:
+    pool = ResourcePool(slots=8, cpu=1.5, memory=0)
+    first, second = make_launch(cpu=1.0), make_launch(cpu=1.0)
+    assert pool.try_acquire(first)
+    assert not pool.try_acquire(second)
+    assert not pool.try_acquire(second)  # still waiting, nothing leaked by the refusal
+    pool.release(first.task_id)
+    assert pool.try_acquire(second)
+
+
+def test_pool_admits_tasks_without_requests_beside_a_full_cpu(make_launch: LaunchFactory) -> None:
+    pool = ResourcePool(slots=4, cpu=1.0, memory=0)
+    assert pool.try_acquire(make_launch(cpu=1.0))
+    assert pool.try_acquire(make_launch())
+    assert pool.try_acquire(make_launch())
+
+
+def test_pool_bounds_memory(make_launch: LaunchFactory) -> None:
+    pool = ResourcePool(slots=8, cpu=8, memory=4 * GiB)
+    first, second = make_launch(memory=3 * GiB), make_launch(memory=2 * GiB)
+    assert pool.try_acquire(first)
+    assert not pool.try_acquire(second)
+    pool.release(first.task_id)
+    assert pool.try_acquire(second)
+
+
+def test_pool_ignores_memory_when_machine_memory_is_unknown(make_launch: LaunchFactory) -> None:
+    pool = ResourcePool(slots=8, cpu=8, memory=0)
+    assert pool.try_acquire(make_launch(memory=100 * GiB))
+    assert pool.try_acquire(make_launch(memory=100 * GiB))
+
+
+@pytest.mark.parametrize(
+    "oversize",
+    [{"cpu": 64.0}, {"memory": 1024 * GiB}],
+    ids=["cpu", "memory"],
+)
+def test_pool_clamps_oversize_requests_so_they_run_alone(
+    make_launch: LaunchFactory, oversize: dict[str, float]
+) -> None:
+    pool = ResourcePool(slots=8, cpu=4, memory=8 * GiB)
+    big = make_launch(**oversize)
+    small = make_launch(cpu=1.0, memory=1 * GiB)
+    assert pool.try_acquire(big)
+    assert not pool.try_acquire(small)
+    pool.release(big.task_id)
+    assert pool.try_acquire(small)
+
+
+def test_pool_assigns_gpus_by_index(make_launch: LaunchFactory) -> None:
+    pool = ResourcePool(slots=8, cpu=8, memory=0, gpus=["0", "1", "2"])
+    pair, another_pair, single = make_launch(gpus=2), make_launch(gpus=2), make_launch(gpus=1)
+    assert pool.try_acquire(pair)
+    assert pair.device_env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert "CUDA_VISIBLE_DEVICES" not in pair.env  # devices are not part of the cache key
+    assert not pool.try_acquire(another_pair)
+    assert "CUDA_VISIBLE_DEVICES" not in another_pair.device_env
+    assert pool.try_acquire(single)
+    assert single.device_env["CUDA_VISIBLE_DEVICES"] == "2"
+    pool.release(pair.task_id)
+    assert pool.try_acquire(another_pair)
+    assert another_pair.device_env["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_pool_leaves_gpu_env_alone_for_cpu_tasks(make_launch: LaunchFactory) -> None:
+    pool = ResourcePool(slots=8, cpu=8, memory=0, gpus=["0"])
+    launch = make_launch(cpu=1.0)
+    assert pool.try_acquire(launch)
+    assert launch.device_env == {}
+
+
+@pytest.mark.parametrize(
+    ("gpus", "wanted"),
+    [([], 1), (["0", "1"], 4)],
+    ids=["no-gpus", "too-few"],
+)
+def test_pool_check_rejects_more_gpus_than_the_machine_has(
+    make_launch: LaunchFactory, gpus: list[str], wanted: int
+) -> None:
+    pool = ResourcePool(slots=8, cpu=8, memory=0, gpus=gpus)
+    launch = make_launch(gpus=wanted, gpu_type="nvidia.com/gpu")
+    with pytest.raises(ResourceError) as info:
+        pool.check(launch)
+    message = str(info.value)
+    assert launch.name in message
+    assert f"requests {wanted} accelerator(s)" in message
+    assert "'nvidia.com/gpu'" in message
+    assert f"has {len(gpus)}" in message
+
+
+def test_pool_check_accepts_what_fits(make_launch: LaunchFactory) -> None:
+    pool = ResourcePool(slots=1, cpu=1, memory=0, gpus=["0", "1"])
+    pool.check(make_launch(gpus=2))
+    pool.check(make_launch(cpu=100.0))
+
+
+def test_release_of_unknown_task_is_harmless(make_launch: LaunchFactory) -> None:
+    pool = ResourcePool(slots=1, cpu=1, memory=0)
+    pool.release(12345)
+    assert pool.try_acquire(make_launch(cpu=1.0))
+
+
+# -- the machine ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [("0,2", ["0", "2"]), ("", []), ("-1", []), ("1", ["1"])],
+    ids=["two", "empty", "disabled", "one"],
+)
+def test_detect_gpus_honours_cuda_visible_devices(
+    monkeypatch: pytest.MonkeyPatch, visible: str, expected: list[str]
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert detect_gpus() == expected
+
+
+def test_detect_gpus_without_nvidia_smi(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(resources.shutil, "which", lambda name: None)
+    assert detect_gpus() == []
+
+
+def test_machine_cpus_and_memory_are_positive() -> None:
+    assert resources.machine_cpus() >= 1
+    assert resources.machine_memory() > 0
