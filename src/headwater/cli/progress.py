@@ -84,9 +84,6 @@ class ConsoleReporter(RunHooks):
             self._write(f"  {what} {task.name}{took}: {message}")
             if not retrying and err is not None and err.log_path:
                 self._write(f"  log: {err.log_path}")
-                if not self.verbose:
-                    for line in log_tail(err.log_path):
-                        self._write(f"    | {line}")
 
     def on_tick(self, *, run: Run) -> None:
         for name in list(self._logs):
@@ -98,7 +95,10 @@ class ConsoleReporter(RunHooks):
         running = ", ".join(run.running_tasks()[:4])
         elapsed = time.monotonic() - self._started
         line = f"[{elapsed:6.1f}s] {shown}" + (f" | {running}" if running else "")
-        width = os.get_terminal_size(self.stream.fileno()).columns if self.live else 120
+        try:
+            width = os.get_terminal_size(self.stream.fileno()).columns or 120
+        except (OSError, ValueError):
+            width = 120
         self.stream.write("\r\033[K" + line[: max(20, width - 1)])
         self.stream.flush()
         self._status_shown = True

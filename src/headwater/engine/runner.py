@@ -82,8 +82,8 @@ class Run:
             return counts
         for _, state, task in self.machine.executor_tasks():
             key = state.value
-            if key == "READY":
-                key = "PENDING" if (task is None or task.attempts == 0) else "RUNNING"
+            if key == "READY":  # waiting for its upstream, a free slot or its retry backoff
+                key = "PENDING"
             if key == "SUCCEEDED" and task is not None and task.cached:
                 key = "CACHED"
             counts[key] += 1
@@ -384,6 +384,7 @@ class _Loop:
             if not self.pool.try_acquire(launch):
                 waiting.append(launch)
                 continue
+            self.machine.started(launch.task_id)
             for hook in self.hooks:
                 hook.before_task(run=self.run_, launch=launch)
             self.launches[launch.task_id] = launch

@@ -159,14 +159,17 @@ class RunStateMachine:
         self._ready = [t for t in self._ready if t.not_before > now]
         launches = []
         for task in due:
-            task.state = TaskState.RUNNING
             task.attempts += 1
-            if task.started_at is None:
-                task.started_at = time.time()
             launch = self._launch(task)
             task.launch = launch
             launches.append(launch)
         return launches
+
+    def started(self, task_id: int) -> None:
+        """The executor took the task (it was admitted by the resource pool): now RUNNING."""
+        task = self.tasks[task_id]
+        task.state = TaskState.RUNNING
+        task.started_at = time.time()
 
     def next_wakeup(self) -> float | None:
         """Seconds until a task waiting on retry backoff becomes ready, if any is waiting."""
@@ -318,7 +321,6 @@ class RunStateMachine:
             if not taken:
                 self._finalize(task, TaskState.SKIPPED)
                 return True
-        task.started_at = time.time()
         if task.is_executor:
             executor = self.ir.executors[task.component.executor_label or ""]
             if "importer" in executor:
@@ -328,6 +330,7 @@ class RunStateMachine:
                 self._ready.append(task)
             return True
         task.state = TaskState.RUNNING
+        task.started_at = time.time()
         if task.spec.iterator is None:
             self._child(task, None)
             return True

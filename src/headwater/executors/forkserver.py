@@ -18,6 +18,7 @@ import os
 import select
 import signal
 import sys
+import time
 from typing import Any
 
 
@@ -90,9 +91,41 @@ def serve() -> None:
                 children[pid] = request["id"]
                 _report(out, {"id": request["id"], "pid": pid})
         _reap(children, out)
+    _stop(children)
+
+
+def _stop(children: dict[int, int], grace: float = 5.0) -> None:
+    """Stop every task still running: SIGTERM its group, then SIGKILL what outlives `grace`."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for pid in children:
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while children and time.monotonic() < deadline:
+        _reap_quietly(children)
+        time.sleep(0.02)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    while children:
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        children.pop(pid, None)
+
+
+def _reap_quietly(children: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            children.clear()
+            return
+        if pid == 0:
+            return
+        children.pop(pid, None)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -169,10 +170,22 @@ class LocalExecutor(Executor):
         return len(self._launches)
 
     def cancel(self) -> None:
-        """Terminate every running task (and whatever it started: its process group)."""
-        for pid in list(self._pids.values()):
+        """Terminate every running task and what it started (its process group).
+
+        SIGTERM first; a group still alive after a grace period gets SIGKILL.
+        """
+        groups = list(self._pids.values())
+        for pid in groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5.0
+        while groups and time.monotonic() < deadline:
+            groups = [pid for pid in groups if _group_alive(pid)]
+            if groups:
+                time.sleep(0.02)
+        for pid in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         self._launches.clear()
         self._pids.clear()
 
@@ -189,6 +202,16 @@ class LocalExecutor(Executor):
             self._server.stdout.close()
         self._launches.clear()
         self._pids.clear()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _error(launch: Launch, kind: str, message: str, code: int | None) -> TaskError:

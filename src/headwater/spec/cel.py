@@ -82,8 +82,10 @@ def compile_condition(expression: str, *, task: str) -> Condition:
         lines = str(exc).splitlines()
         column = lines[1].index("^") + 1 if len(lines) > 1 and "^" in lines[1] else None
         where = f" at column {column}" if column else ""
+        hint = "fix the condition in the pipeline"
+        if expression.count("'") % 2:
+            hint += " (the KFP compiler does not escape a quote inside a string literal)"
         raise ConditionError(
-            f"task {task!r} has a condition that is not valid CEL{where}: {expression!r}; "
-            "fix the triggerPolicy.condition or recompile the pipeline"
+            f"task {task!r} has a condition that is not valid CEL{where}: {expression!r}; {hint}"
         ) from exc
     return Condition(expression, program)

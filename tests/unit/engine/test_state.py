@@ -230,6 +230,8 @@ def test_chain_runs_in_dependency_order(make_machine: MachineFactory) -> None:
     first = m.ready()
     assert [launch.name for launch in first] == ["add"]
     assert m.ready() == []  # double waits for add to finish
+    assert states(m) == {"add": "READY", "double": "PENDING", "add-2": "PENDING"}
+    m.started(first[0].task_id)  # the executor took it
     assert states(m) == {"add": "RUNNING", "double": "PENDING", "add-2": "PENDING"}
 
     m.finish(execute(first[0], FAKES))
@@ -266,6 +268,8 @@ def test_independent_tasks_are_ready_together(make_machine: MachineFactory) -> N
 def test_state_is_running_until_the_last_task_finishes(make_machine: MachineFactory) -> None:
     m = make_machine(fan_in)
     launches = m.ready()
+    for launch in launches:
+        m.started(launch.task_id)
     m.finish(execute(launches[0], FAKES))
     assert not m.done
     assert m.state is TaskState.RUNNING

@@ -1,0 +1,218 @@
+"""The `MetadataStore` interface and the records it keeps (MLMD's concepts, our own schema).
+
+What is recorded, after ML Metadata (state and event meanings kept, the dependency not):
+
+* a **pipeline** (name, version = digest of its IR, the IR itself);
+* a **run** of a pipeline (state, parameters, pipeline root, times, outputs, error);
+* an **execution** per executor task of a run (task name, parent DAG path, loop iteration,
+  state incl. CACHED and SKIPPED, input/output parameters, cache key, the execution a cache
+  hit reused, times, log location, error record);
+* an **artifact** per distinct URI (schema title, name, content digest, size, metadata,
+  producing execution);
+* **events** linking executions and artifacts (INPUT or OUTPUT, with the slot name);
+* scalar **metrics** from Metrics artifacts, queryable per run.
+
+To add a backend, subclass `MetadataStore` and implement every abstract method; the engine
+only talks to this interface (see `headwater.metadata.sql.SqlMetadataStore`).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: Run states. RUNNING until the engine finishes; INTERRUPTED when its engine died.
+RUN_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED")
+#: Execution states (MLMD's NEW/RUNNING/COMPLETE/FAILED/CACHED/CANCELED, plus SKIPPED).
+EXECUTION_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CACHED", "SKIPPED", "CANCELED")
+
+Direction = Literal["upstream", "downstream", "both"]
+
+
+@dataclass
+class RunRecord:
+    """One pipeline run."""
+
+    run_id: str
+    pipeline: str
+    pipeline_version: str
+    state: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    pipeline_root: str = ""
+    created_at: float = 0.0
+    finished_at: float | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    engine_host: str = ""
+    engine_pid: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ExecutionRecord:
+    """One executor task of one run. `id` is assigned by the store."""
+
+    run_id: str
+    task: str
+    state: str
+    id: int | None = None
+    component: str = ""
+    parent_dag: str = ""
+    iteration: str = ""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    cache_key: str = ""
+    cached_from: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    log_path: str = ""
+    error: dict[str, Any] | None = None
+    attempts: int = 0
+
+
+@dataclass
+class ArtifactRecord:
+    """One artifact, identified by its URI. `id` is assigned by the store."""
+
+    uri: str
+    schema_title: str = "system.Artifact"
+    name: str = ""
+    id: int | None = None
+    digest: str | None = None
+    size: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    producer: int | None = None  # execution id
+    created_at: float = 0.0
+
+
+@dataclass
+class EventRecord:
+    """An execution consumed (INPUT) or produced (OUTPUT) an artifact through a named slot."""
+
+    execution_id: int
+    artifact_id: int
+    kind: Literal["INPUT", "OUTPUT"]
+    slot: str
+    index: int = 0
+
+
+@dataclass
+class LineageGraph:
+    """Nodes (`{"id": "a:<n>"|"e:<n>"|"r:<id>", "kind": "artifact"|"execution"|"run", ...}`)
+    and edges (`{"from": id, "to": id, "kind": "INPUT"|"OUTPUT"|"RUN", "slot": str}`)."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    edges: list[dict[str, Any]] = field(default_factory=list)
+
+
+class MetadataStore(abc.ABC):
+    """Where runs, executions, artifacts, events and metrics are recorded and queried."""
+
+    # -- runs -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def create_run(self, run: RunRecord, *, ir: dict[str, Any]) -> None:
+        """Record a new run (state RUNNING) and its pipeline version (upserted by digest)."""
+
+    @abc.abstractmethod
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        state: str,
+        outputs: dict[str, Any],
+        error: dict[str, Any] | None,
+        finished_at: float,
+    ) -> None:
+        """Set a run's final state, outputs and error."""
+
+    @abc.abstractmethod
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """One run with its metrics, or None. A unique prefix of the id also matches."""
+
+    @abc.abstractmethod
+    def get_pipeline_ir(self, run_id: str) -> dict[str, Any] | None:
+        """The IR the run executed (for resume)."""
+
+    @abc.abstractmethod
+    def list_runs(
+        self, *, pipeline: str | None = None, state: str | None = None, limit: int | None = None
+    ) -> list[RunRecord]:
+        """Runs, newest first, with their metrics."""
+
+    @abc.abstractmethod
+    def delete_run(self, run_id: str) -> list[str]:
+        """Delete a run, its executions and events, and the artifacts no other run uses.
+
+        Returns:
+            The URIs of the deleted artifacts (the caller deletes their files).
+        """
+
+    @abc.abstractmethod
+    def running_runs(self) -> list[RunRecord]:
+        """Runs still marked RUNNING (to find those whose engine died)."""
+
+    @abc.abstractmethod
+    def mark_interrupted(self, run_id: str, *, finished_at: float) -> None:
+        """Mark a RUNNING run INTERRUPTED and its RUNNING executions FAILED."""
+
+    # -- executions, artifacts, events ----------------------------------------------------
+
+    @abc.abstractmethod
+    def record_execution(self, execution: ExecutionRecord) -> int:
+        """Insert or update (by run_id + task) an execution; return its id."""
+
+    @abc.abstractmethod
+    def list_executions(self, run_id: str) -> list[ExecutionRecord]:
+        """A run's executions in start order."""
+
+    @abc.abstractmethod
+    def get_execution(self, execution_id: int) -> ExecutionRecord | None:
+        """One execution by id."""
+
+    @abc.abstractmethod
+    def record_artifact(self, artifact: ArtifactRecord) -> int:
+        """Insert an artifact, or update the one with the same URI; return its id."""
+
+    @abc.abstractmethod
+    def get_artifact(self, ref: int | str) -> ArtifactRecord | None:
+        """An artifact by id or by URI."""
+
+    @abc.abstractmethod
+    def record_event(self, event: EventRecord) -> None:
+        """Link an execution and an artifact (idempotent)."""
+
+    @abc.abstractmethod
+    def artifacts_of(self, execution_id: int) -> list[tuple[EventRecord, ArtifactRecord]]:
+        """The artifacts an execution consumed and produced, with their events."""
+
+    @abc.abstractmethod
+    def record_metrics(
+        self, run_id: str, execution_id: int, artifact_id: int, metrics: dict[str, float]
+    ) -> None:
+        """Store scalar metrics logged to a Metrics artifact."""
+
+    # -- caching and lineage ------------------------------------------------------------
+
+    @abc.abstractmethod
+    def find_cached(self, cache_key: str) -> ExecutionRecord | None:
+        """The newest SUCCEEDED (not CACHED) execution with this cache key, or None."""
+
+    @abc.abstractmethod
+    def clear_cache(self) -> int:
+        """Forget every cache key (executions stay); return how many were cleared."""
+
+    @abc.abstractmethod
+    def lineage(
+        self, ref: int | str, *, direction: Direction = "both", depth: int = 10
+    ) -> LineageGraph:
+        """The graph around an artifact (id or URI) or execution ("e:<id>"), `depth` hops away.
+
+        Upstream of an artifact: its producer execution, that execution's input artifacts
+        and parameters, their producers, ... and the runs the executions belong to.
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections."""
