@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -321,6 +322,8 @@ class _Loop:
         self.python_path = python_path
         self.queue: list[Launch] = []
         self.launches: dict[int, Launch] = {}
+        # Recording results (cache entries) happens off the scheduling path, in order.
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="headwater-record")
 
     def run(self) -> None:
         started = time.monotonic()
@@ -370,7 +373,7 @@ class _Loop:
                 self.pool.release(result.task_id)
                 launch = self.launches.pop(result.task_id)
                 if result.ok and result.outputs is not None and launch.cache_enabled:
-                    self.cache.record(launch=launch, outputs=result.outputs)
+                    self.writer.submit(self.cache.record, launch=launch, outputs=result.outputs)
                 self._feed(result)
 
     def _admit(self) -> None:
@@ -399,6 +402,7 @@ class _Loop:
             hook.after_task(run=self.run_, task=task, state=state)
 
     def _finish(self, started: float) -> None:
+        self.writer.shutdown(wait=True)
         run = self.run_
         machine = self.machine
         run.duration = time.monotonic() - started

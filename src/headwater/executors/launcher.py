@@ -8,6 +8,7 @@ command with its placeholders already resolved. Any failure is written as a stru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -21,9 +22,13 @@ def run_task(payload: dict[str, Any]) -> None:
     """Entry point in the child. Never returns: the process exits with the task's code."""
     code = 1
     try:
+        _prepare(payload)
         _redirect_output(payload["log_path"])
-        os.environ.clear()
-        os.environ.update(payload["env"])
+        if payload.get("env") is not None:
+            os.environ.clear()
+            os.environ.update(payload["env"])
+            os.environ["_KFP_RUNTIME"] = "true"
+        os.environ.update(payload.get("env_update") or {})
         if payload["kind"] == "python":
             code = _run_python(payload)
         else:
@@ -40,6 +45,24 @@ def run_task(payload: dict[str, Any]) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _prepare(payload: dict[str, Any]) -> None:
+    """Make the task's directories and clear what an earlier attempt may have left."""
+    workdir = payload["workdir"]
+    os.makedirs(workdir, exist_ok=True)
+    for path in payload.get("dirs") or ():
+        os.makedirs(path, exist_ok=True)
+    outputs = os.path.join(workdir, "outputs")
+    for stale in [os.path.join(workdir, ERROR_FILE), *(payload.get("stale") or ())]:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stale)
+    for name in os.listdir(outputs) if os.path.isdir(outputs) else ():
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(outputs, name))
+    if payload.get("executor_input") is not None:
+        with open(os.path.join(workdir, "executor_input.json"), "w", encoding="utf-8") as fh:
+            json.dump(payload["executor_input"], fh)
 
 
 def _redirect_output(log_path: str) -> None:
