@@ -10,7 +10,9 @@ The tree::
     │   ├── ConditionError              a trigger condition that is not valid CEL
     │   ├── ParameterError              unknown, missing or mistyped pipeline parameter
     │   ├── MissingPackagesError        packages_to_install absent from this environment
-    │   └── ResourceError               a task asks for more than this machine can give
+    │   ├── ResourceError               a task asks for more than this machine can give
+    │   ├── StorageError                a store URL that is malformed, unreachable or missing
+    │   └── NotFoundError               an unknown run, artifact or execution id
     ├── TaskFailedError                 a task failed at run time (carries a TaskError)
     └── HeadwaterSystemError        our fault or the machine's; may be retryable
         └── MissingDependencyError      an optional extra is not installed (also ImportError)
@@ -85,3 +87,11 @@ class HeadwaterSystemError(HeadwaterError):
 
 class MissingDependencyError(HeadwaterSystemError, ImportError):
     """An optional extra is needed but not installed; the message names the extra."""
+
+
+class StorageError(UserError):
+    """An artifact or metadata store that cannot be used as configured (bad URL, no bucket)."""
+
+
+class NotFoundError(UserError):
+    """A run, artifact or execution id that does not exist."""
