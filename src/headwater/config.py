@@ -27,6 +27,6 @@ def envs_dir() -> Path:
     return home() / "envs"
 
 
-def cache_dir() -> Path:
-    """Task cache entries (`headwater cache clear` empties it)."""
-    return home() / "cache"
+def metadata_url() -> str:
+    """`HEADWATER_METADATA_URL`, default SQLite at `$HEADWATER_HOME/metadata.db`."""
+    return os.environ.get("HEADWATER_METADATA_URL") or f"sqlite:///{home() / 'metadata.db'}"

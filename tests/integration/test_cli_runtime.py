@@ -19,6 +19,7 @@ import re
 import select
 import shutil
 import signal
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -547,17 +548,22 @@ def test_sigint_stops_run_and_its_tasks(
 
 def test_cache_clear(headwater: Cli) -> None:
     args = ["run", pipeline("runtime_output"), "--json"]
-    cache = headwater.home / "cache"
+    db = headwater.home / "metadata.db"
+
+    def keyed() -> int:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT count(*) FROM executions WHERE cache_key != ''").fetchone()[
+                0
+            ]
 
     first = run_ok(headwater(*args))
     assert not any(cached_flags(first).values())
-    entries = [p for p in cache.rglob("*") if p.is_file()]
-    assert len(entries) >= len(RUNTIME_OUTPUT_TASKS), entries
+    assert keyed() == len(RUNTIME_OUTPUT_TASKS)
 
     cleared = headwater("cache", "clear")
     assert cleared.returncode == 0, describe(cleared)
-    assert not [p for p in cache.rglob("*") if p.is_file()]
-    assert str(cache) in cleared.stderr
+    assert keyed() == 0
+    assert f"cleared {len(RUNTIME_OUTPUT_TASKS)} cached task result(s)" in cleared.stderr
 
     after_clear = headwater(*args)
     assert cached_flags(run_ok(after_clear)) == dict.fromkeys(RUNTIME_OUTPUT_TASKS, False)

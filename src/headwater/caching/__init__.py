@@ -1,6 +1,5 @@
-"""Caching: content-addressed keys and the stores the engine looks results up in."""
+"""Caching: content-addressed keys, looked up in the metadata store."""
 
-from headwater.caching.base import NullCache, TaskCache
-from headwater.caching.store import FileTaskCache
+from headwater.caching.base import CacheHit, NullCache, TaskCache
 
-__all__ = ["FileTaskCache", "NullCache", "TaskCache"]
+__all__ = ["CacheHit", "NullCache", "TaskCache"]

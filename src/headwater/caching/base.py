@@ -1,39 +1,53 @@
-"""The cache interface the engine calls before and after every cacheable executor task.
+"""The cache interface the engine calls before every cacheable executor task.
 
 Implement `TaskCache` to plug a cache in::
 
     class MyCache(TaskCache):
-        def lookup(self, *, launch):
-            return None  # or the Outputs of an earlier identical run
-        def record(self, *, launch, outputs):
-            ...
+        def fingerprint(self, *, launch):
+            return cache_key(launch)          # see headwater.caching.keys
+        def lookup(self, *, launch, key):
+            return None                       # or CacheHit(outputs, source_execution_id)
+
+Recording is not the cache's job: the metadata recorder stores every execution with its
+key, and a later `lookup` finds it there.
 """
 
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 
 from headwater.engine.model import Launch, Outputs
 
 
+@dataclass
+class CacheHit:
+    """Outputs an earlier execution produced, to reuse instead of running the task."""
+
+    outputs: Outputs
+    source: int | None = None  # the execution id reused
+    resumed: bool = False  # from the run being resumed, not from the cache
+
+
 class TaskCache(abc.ABC):
-    """Finds earlier outputs for a task about to run, and remembers new ones."""
+    """Computes a task's cache key and finds earlier outputs for it."""
 
     @abc.abstractmethod
-    def lookup(self, *, launch: Launch) -> Outputs | None:
+    def fingerprint(self, *, launch: Launch) -> str:
+        """The task's cache key ('' when the task cannot be cached)."""
+
+    @abc.abstractmethod
+    def lookup(self, *, launch: Launch, key: str) -> CacheHit | None:
         """Outputs of an earlier identical task, or None for a miss."""
-
-    @abc.abstractmethod
-    def record(self, *, launch: Launch, outputs: Outputs) -> None:
-        """Remember the outputs of a task that just succeeded."""
 
 
 class NullCache(TaskCache):
-    """Never hits; the engine's default until a cache store is configured."""
+    """Never hits."""
 
-    def lookup(self, *, launch: Launch) -> Outputs | None:
+    def fingerprint(self, *, launch: Launch) -> str:
+        """No key."""
+        return ""
+
+    def lookup(self, *, launch: Launch, key: str) -> CacheHit | None:
         """Always a miss."""
         return None
-
-    def record(self, *, launch: Launch, outputs: Outputs) -> None:
-        """Remember nothing."""

@@ -1,81 +1,87 @@
-"""`FileTaskCache`: task outputs remembered as small JSON files under `$HEADWATER_HOME/cache`."""
+"""`StoreTaskCache`: cache hits found in the metadata store, by content-addressed key."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
-from pathlib import Path
+from collections import defaultdict
 from typing import Any
 
-from headwater.caching.base import TaskCache
+from headwater.artifacts.base import ArtifactStore
+from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.keys import cache_key, content_digest
 from headwater.engine.model import Launch, Outputs
+from headwater.metadata.base import MetadataStore
 
 
-class FileTaskCache(TaskCache):
-    """One JSON entry per cache key, pointing at the original run's artifacts.
+class StoreTaskCache(TaskCache):
+    """Look up executions with the same cache key in the metadata store.
 
-    A hit reuses the artifacts where they are (nothing is copied); if one of them has since
-    been deleted or changed, the entry is a miss. Writes are atomic (rename), so concurrent
-    runs can share a cache directory.
+    Input artifact digests come from the store (computed once, when their producer finished);
+    an artifact the store does not know yet is hashed here. A hit reuses the original
+    artifacts in place; if any of them is gone, it is a miss.
     """
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._digests: dict[tuple[str, float, int], str | None] = {}
+    def __init__(self, store: MetadataStore, artifacts: ArtifactStore) -> None:
+        self.store = store
+        self.artifacts = artifacts
 
     def _digest(self, uri: str) -> str | None:
-        path = uri[len("file://") :] if uri.startswith("file://") else uri
-        try:
-            st = os.stat(path)
-        except OSError:
-            return content_digest(uri)
-        memo = (path, st.st_mtime, st.st_size)
-        if memo not in self._digests:
-            self._digests[memo] = content_digest(uri)
-        return self._digests[memo]
+        known = self.store.get_artifact(uri)
+        if known is not None and known.digest:
+            return known.digest
+        if "://" in uri and not uri.startswith("file://"):
+            found = self.artifacts.digest(uri) if uri.startswith(self.artifacts.root) else None
+            return found[0] if found else None
+        return content_digest(uri)
 
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
+    def fingerprint(self, *, launch: Launch) -> str:
+        """SHA-256 over the executor, inputs (artifacts by content), outputs and cache_key."""
+        return cache_key(launch, self._digest)
 
-    def lookup(self, *, launch: Launch) -> Outputs | None:
-        """The outputs recorded under this launch's key, if all their artifacts still hold."""
-        path = self._path(cache_key(launch, self._digest))
-        try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+    def lookup(self, *, launch: Launch, key: str) -> CacheHit | None:
+        """The newest successful execution with `key`, if its artifacts still exist."""
+        if not key:
             return None
-        for arts in entry["artifacts"].values():
-            for art in arts:
-                expected = art.get("_digest")
-                if expected is not None and self._digest(art["uri"]) != expected:
-                    return None
-        artifacts = {
-            name: [{k: v for k, v in a.items() if k != "_digest"} for a in arts]
-            for name, arts in entry["artifacts"].items()
-        }
-        return Outputs(dict(entry["parameters"]), artifacts)
+        found = self.store.find_cached(key)
+        if found is None or found.id is None:
+            return None
+        outputs, with_content = outputs_of(self.store, found.id, found.outputs)
+        # Metrics artifacts are metadata only; the others must still be where they were.
+        if not all(_exists(self.artifacts, uri) for uri in with_content):
+            return None
+        return CacheHit(outputs, source=found.id)
 
-    def record(self, *, launch: Launch, outputs: Outputs) -> None:
-        """Remember `outputs` under this launch's key."""
-        artifacts: dict[str, list[dict[str, Any]]] = {
-            name: [{**a, "_digest": self._digest(str(a.get("uri", "")))} for a in arts]
-            for name, arts in outputs.artifacts.items()
-        }
-        entry = {"parameters": outputs.parameters, "artifacts": artifacts, "task": launch.name}
-        path = self._path(cache_key(launch, self._digest))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(entry, fh, default=str)
-        os.replace(tmp, path)
 
-    def clear(self) -> int:
-        """Delete every entry; return how many there were."""
-        if not self.root.exists():
-            return 0
-        count = sum(1 for _ in self.root.rglob("*.json"))
-        shutil.rmtree(self.root)
-        return count
+def outputs_of(
+    store: MetadataStore, execution_id: int, parameters: dict[str, Any]
+) -> tuple[Outputs, list[str]]:
+    """An execution's outputs rebuilt from the store, and the URIs that held content."""
+    slots: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    with_content = []
+    for event, art in store.artifacts_of(execution_id):
+        if event.kind != "OUTPUT":
+            continue
+        if art.digest:
+            with_content.append(art.uri)
+        slots[event.slot].append(
+            (
+                event.index,
+                {
+                    "name": art.name or event.slot,
+                    "type": {"schemaTitle": art.schema_title, "schemaVersion": "0.0.1"},
+                    "uri": art.uri,
+                    "metadata": dict(art.metadata),
+                },
+            )
+        )
+    artifacts = {
+        slot: [a for _, a in sorted(items, key=lambda i: i[0])] for slot, items in slots.items()
+    }
+    return Outputs(dict(parameters), artifacts), with_content
+
+
+def _exists(artifacts: ArtifactStore, uri: str) -> bool:
+    if "://" in uri and not uri.startswith("file://"):
+        return artifacts.exists(uri) if uri.startswith(artifacts.root) else True
+    import os
+
+    return os.path.exists(uri[len("file://") :] if uri.startswith("file://") else uri)

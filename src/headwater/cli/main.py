@@ -22,11 +22,27 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
+    from headwater.cli import inspect
+
     parser = _Parser(prog="headwater", description="Run Kubeflow Pipelines anywhere.")
+    parser.add_argument(
+        "--metadata-url",
+        metavar="URL",
+        help="SQLAlchemy URL of the metadata store (default $HEADWATER_METADATA_URL, else "
+        "SQLite in $HEADWATER_HOME)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a pipeline (.py with @dsl.pipeline, or compiled IR)")
-    run.add_argument("pipeline", help="a .py file defining @dsl.pipeline, or a .yaml/.json IR")
+    run.add_argument(
+        "pipeline", nargs="?", help="a .py file defining @dsl.pipeline, or a .yaml/.json IR"
+    )
+    run.add_argument(
+        "--resume", metavar="RUN_ID", help="complete a failed or interrupted run, reusing its work"
+    )
+    run.add_argument(
+        "--metadata-url", dest="run_metadata_url", metavar="URL", help=argparse.SUPPRESS
+    )
     run.add_argument(
         "--pipeline",
         dest="pipeline_name",
@@ -58,9 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--pipeline-root", metavar="URI", help="where artifacts are written")
     run.add_argument("-v", "--verbose", action="store_true", help="stream task output")
 
-    cache = sub.add_parser("cache", help="manage the task cache")
-    cache_sub = cache.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
-    cache_sub.add_parser("clear", help="delete every cached task result")
+    inspect.add_parsers(sub, _Parser)
 
     comp = sub.add_parser("compile", help="compile a .py pipeline to KFP IR YAML")
     comp.add_argument("pipeline", help="a .py file defining @dsl.pipeline")
@@ -84,27 +98,44 @@ def parse_params(pairs: Sequence[str], declared: dict[str, str]) -> dict[str, An
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from headwater.cli.progress import ConsoleReporter, log_tail
-    from headwater.engine.runner import run_ir
+    from headwater.engine.runner import resume, run_ir
     from headwater.executors.local import LocalExecutor
     from headwater.spec.loader import load_pipeline
 
+    if args.resume and (args.pipeline or args.param):
+        raise UserError("--resume RUN_ID takes no PIPELINE or --param: it reuses the run's own")
+    if not args.resume and not args.pipeline:
+        raise UserError("headwater run needs a PIPELINE file (or --resume RUN_ID)")
+    metadata = args.run_metadata_url or args.metadata_url
+    reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
     # The fork server warms up on the other core while this one loads the pipeline.
     executor = LocalExecutor()
     try:
-        ir = load_pipeline(args.pipeline, pipeline_name=args.pipeline_name)
-        declared = {n: p.type for n, p in ir.root.interface.input_parameters.items()}
-        arguments = parse_params(args.param, declared)
-        reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
-        result = run_ir(
-            ir,
-            arguments,
-            executor=executor,
-            max_parallel=args.max_parallel,
-            enable_cache=not args.no_cache,
-            pipeline_root=args.pipeline_root,
-            hooks=[reporter],
-            install_packages=args.install_packages,
-        )
+        if args.resume:
+            result = resume(
+                args.resume,
+                executor=executor,
+                max_parallel=args.max_parallel,
+                enable_cache=not args.no_cache,
+                metadata=metadata,
+                hooks=[reporter],
+                install_packages=args.install_packages,
+            )
+        else:
+            ir = load_pipeline(args.pipeline, pipeline_name=args.pipeline_name)
+            declared = {n: p.type for n, p in ir.root.interface.input_parameters.items()}
+            arguments = parse_params(args.param, declared)
+            result = run_ir(
+                ir,
+                arguments,
+                executor=executor,
+                max_parallel=args.max_parallel,
+                enable_cache=not args.no_cache,
+                pipeline_root=args.pipeline_root,
+                metadata=metadata,
+                hooks=[reporter],
+                install_packages=args.install_packages,
+            )
     finally:
         executor.shutdown(kill=True)
     if result.error is not None and not args.verbose:
@@ -145,13 +176,21 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_cache(args: argparse.Namespace) -> int:
-    from headwater import config
-    from headwater.caching import FileTaskCache
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from headwater.cli import inspect
+    from headwater.engine.runner import open_metadata
 
-    removed = FileTaskCache(config.cache_dir()).clear()
-    print(f"removed {removed} cache entries from {config.cache_dir()}", file=sys.stderr)
-    return EXIT_OK
+    store = open_metadata(args.metadata_url)
+    try:
+        handler = {
+            "runs": inspect.cmd_runs,
+            "artifacts": inspect.cmd_artifacts,
+            "lineage": inspect.cmd_lineage,
+            "cache": inspect.cmd_cache,
+        }[args.command]
+        return handler(args, store)
+    finally:
+        store.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,9 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _cmd_run(args)
-        if args.command == "cache":
-            return _cmd_cache(args)
-        return _cmd_compile(args)
+        if args.command == "compile":
+            return _cmd_compile(args)
+        return _cmd_inspect(args)
     except UserError as exc:
         print(f"headwater: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -73,6 +73,8 @@ class Launch:
     cache_enabled: bool = False
     cache_key: str = ""
     python_path: tuple[str, ...] = ()
+    #: The task's cache key, set by the engine before the cache lookup ('' = not computed).
+    fingerprint: str = ""
     #: Set by the scheduler when it hands the task devices (CUDA_VISIBLE_DEVICES); not part of
     #: the task's identity, so not of its cache key.
     device_env: dict[str, str] = field(default_factory=dict)
@@ -88,6 +90,10 @@ class TaskResult:
     cached: bool = False
     #: False when another attempt cannot help (the machine can never satisfy the request).
     retryable: bool = True
+    #: For a cached result, the execution whose outputs were reused.
+    cached_from: int | None = None
+    #: True when the result was reused from the run being resumed.
+    resumed: bool = False
 
     @property
     def ok(self) -> bool:

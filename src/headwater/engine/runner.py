@@ -1,109 +1,31 @@
-"""Running a pipeline: validate arguments, drive the state machine with an executor, report."""
+"""Running a pipeline: validate arguments, set up stores, drive the engine loop, report.
+
+`run` / `run_ir` are the Python API behind `headwater run`; `resume` completes a failed or
+interrupted run, reusing every task that succeeded.
+"""
 
 from __future__ import annotations
 
-import json
-import time
 import uuid
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from headwater import config
-from headwater.caching import FileTaskCache, TaskCache
+from headwater.caching.base import TaskCache
 from headwater.engine.hooks import RunHooks
-from headwater.engine.model import Launch, TaskResult, TaskState
+from headwater.engine.loop import EngineLoop
 from headwater.engine.resources import ResourcePool, detect_gpus, machine_cpus, machine_memory
+from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunContext, RunStateMachine
-from headwater.errors import ParameterError, TaskError, UserError
+from headwater.errors import NotFoundError, ParameterError, UserError
 from headwater.executors.base import Executor
+from headwater.metadata.base import MetadataStore
 from headwater.spec.ir import PipelineIR
 from headwater.spec.loader import load_pipeline
 from headwater.spec.types import coerce, protojson
 
-
-@dataclass
-class TaskInfo:
-    """One executor task as the run reports it."""
-
-    name: str
-    state: str
-    cached: bool = False
-    attempts: int = 0
-    started_at: float | None = None
-    finished_at: float | None = None
-    log_path: str | None = None
-    error: TaskError | None = None
-    inputs: dict[str, Any] = field(default_factory=dict)
-    outputs: dict[str, Any] = field(default_factory=dict)
-
-    resources: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """The `tasks[]` entry of `headwater run --json`."""
-        return {"name": self.name, "state": self.state, "cached": self.cached}
-
-    def to_record(self) -> dict[str, Any]:
-        """Everything known about the task, for the run record (`run.json`)."""
-        record = {k: v for k, v in vars(self).items() if k != "error"}
-        record["error"] = None if self.error is None else vars(self.error)
-        return record
-
-
-@dataclass
-class Run:
-    """A pipeline run: its identity, where it keeps things, and (when done) how it ended."""
-
-    run_id: str
-    pipeline: str
-    run_dir: Path
-    pipeline_root: str
-    state: str = "RUNNING"
-    outputs: dict[str, Any] = field(default_factory=dict)
-    tasks: list[TaskInfo] = field(default_factory=list)
-    error: TaskError | None = None
-    created_at: str = ""
-    duration: float = 0.0
-    machine: RunStateMachine | None = field(default=None, repr=False)
-
-    @property
-    def succeeded(self) -> bool:
-        """True when the run finished in SUCCEEDED."""
-        return self.state == "SUCCEEDED"
-
-    def counts(self) -> dict[str, int]:
-        """Executor tasks by state, with cached ones counted apart from succeeded."""
-        counts = dict.fromkeys(
-            ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CACHED", "SKIPPED", "CANCELED"), 0
-        )
-        if self.machine is None:
-            return counts
-        for _, state, task in self.machine.executor_tasks():
-            key = state.value
-            if key == "READY":  # waiting for its upstream, a free slot or its retry backoff
-                key = "PENDING"
-            if key == "SUCCEEDED" and task is not None and task.cached:
-                key = "CACHED"
-            counts[key] += 1
-        return counts
-
-    def running_tasks(self) -> list[str]:
-        """Names of executor tasks running now."""
-        if self.machine is None:
-            return []
-        return [n for n, s, _ in self.machine.executor_tasks() if s is TaskState.RUNNING]
-
-    def to_json(self) -> dict[str, Any]:
-        """The object `headwater run --json` prints."""
-        return {
-            "run_id": self.run_id,
-            "state": self.state,
-            "outputs": self.outputs,
-            "tasks": [t.to_json() for t in self.tasks],
-        }
+__all__ = ["Run", "TaskInfo", "bind_arguments", "resume", "run", "run_ir"]
 
 
 def bind_arguments(ir: PipelineIR, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,6 +101,7 @@ def run(
     cache: TaskCache | None = None,
     enable_cache: bool = True,
     pipeline_root: str | None = None,
+    metadata: MetadataStore | str | None = None,
     hooks: Sequence[RunHooks] = (),
     install_packages: bool = False,
 ) -> Run:
@@ -188,11 +111,14 @@ def run(
         pipeline: A `@dsl.pipeline` object, or a path to a .py file or compiled IR.
         arguments: Pipeline parameters by name (and input artifacts as URIs).
         pipeline_name: Which pipeline of a .py file that defines several.
-        executor: "local" or an `Executor` instance.
+        executor: "local" or an `Executor` instance (kept running after the run).
         max_parallel: Most tasks at once (default: twice the CPU count).
-        cache: Where to look up and record task outputs (default: `$HEADWATER_HOME/cache`).
+        cache: How to find earlier results (default: by content in the metadata store).
         enable_cache: False runs every task even if the cache has it (`--no-cache`).
-        pipeline_root: Artifact root (default `$HEADWATER_HOME/artifacts`).
+        pipeline_root: Artifact root, a directory or an fsspec URL such as `s3://bucket/x`
+            (default `$HEADWATER_PIPELINE_ROOT`, else `$HEADWATER_HOME/artifacts`).
+        metadata: A `MetadataStore` or SQLAlchemy URL (default `$HEADWATER_METADATA_URL`,
+            else SQLite at `$HEADWATER_HOME/metadata.db`).
         hooks: Observers of the run's lifecycle.
         install_packages: Install missing `packages_to_install` into cached environments.
 
@@ -200,30 +126,43 @@ def run(
         The finished run; `run.state` is "SUCCEEDED" or "FAILED".
 
     Raises:
-        UserError: The pipeline or its arguments are invalid (nothing has run).
+        UserError: The pipeline, its arguments or a store setting is invalid (nothing ran).
     """
-    own_executor = None
-    if executor == "local":
-        from headwater.executors.local import LocalExecutor
-
-        # Started first: the fork server warms up while the pipeline loads.
-        executor = own_executor = LocalExecutor()
+    own = _local_executor() if executor == "local" else None
     try:
         ir = load_pipeline(pipeline, pipeline_name=pipeline_name)
         return run_ir(
             ir,
             arguments or {},
-            executor=executor,
+            executor=own or executor,
             max_parallel=max_parallel,
             cache=cache,
             enable_cache=enable_cache,
             pipeline_root=pipeline_root,
+            metadata=metadata,
             hooks=hooks,
             install_packages=install_packages,
         )
     finally:
-        if own_executor is not None:
-            own_executor.shutdown(kill=True)
+        if own is not None:
+            own.shutdown(kill=True)
+
+
+def _local_executor() -> Executor:
+    from headwater.executors.local import LocalExecutor
+
+    # Started first: the fork server warms up while the pipeline loads.
+    return LocalExecutor()
+
+
+def open_metadata(metadata: MetadataStore | str | None) -> MetadataStore:
+    """The metadata store to use, with runs whose engine died marked INTERRUPTED."""
+    from headwater.metadata import open_store
+    from headwater.metadata.reconcile import mark_dead_runs
+
+    store = metadata if isinstance(metadata, MetadataStore) else open_store(metadata)
+    mark_dead_runs(store)
+    return store
 
 
 def run_ir(
@@ -235,32 +174,48 @@ def run_ir(
     cache: TaskCache | None = None,
     enable_cache: bool = True,
     pipeline_root: str | None = None,
+    metadata: MetadataStore | str | None = None,
     hooks: Sequence[RunHooks] = (),
     install_packages: bool = False,
+    run_id: str | None = None,
 ) -> Run:
-    """`run` for an already loaded pipeline."""
+    """`run` for an already loaded pipeline. With `run_id`, resume that run."""
+    from headwater.artifacts import store_for
+    from headwater.caching.resume import ResumeCache
+    from headwater.caching.store import StoreTaskCache
+    from headwater.engine.recorder import MetadataRecorder
     from headwater.executors.packages import prepare_packages
 
     bound = bind_arguments(ir, arguments)
-    artifacts = _artifact_arguments(ir, arguments)
+    input_artifacts = _artifact_arguments(ir, arguments)
     python_path = prepare_packages(ir, install=install_packages)
     if max_parallel is not None and max_parallel < 1:
         raise UserError(f"--max-parallel must be at least 1, got {max_parallel}")
-    run_id = str(uuid.uuid4())
-    created = datetime.now(timezone.utc)
     root = pipeline_root or config.pipeline_root()
+    artifacts = store_for(root)
+    artifacts.check()
+    store = open_metadata(metadata)
+    resuming = run_id is not None
+    run_id = run_id or str(uuid.uuid4())
+    created = datetime.now(timezone.utc)
     run_dir = config.runs_dir() / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     context = RunContext(
         run_id=run_id,
         job_name=f"{ir.name}-{created:%Y%m%d%H%M%S}",
-        pipeline_root=root,
+        pipeline_root=artifacts.root,
         run_dir=run_dir,
         create_time_utc=created.isoformat().replace("+00:00", "Z"),
+        artifact_uri=artifacts.uri_for,
     )
-    machine = RunStateMachine(ir, bound, context, artifact_inputs=artifacts)
+    machine = RunStateMachine(ir, bound, context, artifact_inputs=input_artifacts)
     result = Run(
-        run_id, ir.name, run_dir, root, created_at=context.create_time_utc, machine=machine
+        run_id,
+        ir.name,
+        run_dir,
+        artifacts.root,
+        created_at=context.create_time_utc,
+        machine=machine,
     )
     cpus = machine_cpus()
     pool = ResourcePool(
@@ -269,24 +224,26 @@ def run_ir(
         memory=machine_memory(),
         gpus=detect_gpus(),
     )
-    own: Executor | None = None
-    if executor == "local":
-        from headwater.executors.local import LocalExecutor
-
-        backend: Executor = (own := LocalExecutor())
-    elif isinstance(executor, Executor):
-        backend = executor
+    if isinstance(executor, Executor):
+        backend, own = executor, None
+    elif executor == "local":
+        backend = own = _local_executor()
     else:
         raise UserError(f"unknown executor {executor!r} (known executors: local)")
-    loop = _Loop(
+    task_cache: TaskCache = cache or StoreTaskCache(store, artifacts)
+    if resuming:
+        task_cache = ResumeCache(store, artifacts, run_id, task_cache)
+    recorder = MetadataRecorder(store, artifacts, ir, bound, resumed=resuming)
+    loop = EngineLoop(
         machine,
         backend,
         pool,
-        cache or FileTaskCache(config.cache_dir()),
+        task_cache,
         enable_cache,
-        hooks,
+        [recorder, *hooks],
         result,
         python_path,
+        resume=resuming,
     )
     try:
         loop.run()
@@ -296,146 +253,47 @@ def run_ir(
     return result
 
 
-class _Loop:
-    """The engine's main loop: admit ready tasks, wait for results, feed them back."""
+def resume(
+    run_id: str,
+    *,
+    executor: str | Executor = "local",
+    max_parallel: int | None = None,
+    enable_cache: bool = True,
+    metadata: MetadataStore | str | None = None,
+    hooks: Sequence[RunHooks] = (),
+    install_packages: bool = False,
+) -> Run:
+    """Complete a failed or interrupted run, reusing every task that succeeded in it.
 
-    tick = 0.1
+    Raises:
+        NotFoundError: No run with that id.
+        UserError: The run succeeded already, or is still running.
+    """
+    from headwater.spec.ir import parse_pipeline
 
-    def __init__(
-        self,
-        machine: RunStateMachine,
-        executor: Executor,
-        pool: ResourcePool,
-        cache: TaskCache,
-        enable_cache: bool,
-        hooks: Sequence[RunHooks],
-        run: Run,
-        python_path: tuple[str, ...],
-    ) -> None:
-        self.machine = machine
-        self.executor = executor
-        self.pool = pool
-        self.cache = cache
-        self.enable_cache = enable_cache
-        self.hooks = hooks
-        self.run_ = run
-        self.python_path = python_path
-        self.queue: list[Launch] = []
-        self.launches: dict[int, Launch] = {}
-        # Recording results (cache entries) happens off the scheduling path, in order.
-        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="headwater-record")
-
-    def run(self) -> None:
-        started = time.monotonic()
-        for hook in self.hooks:
-            hook.before_run(run=self.run_)
-        try:
-            self._loop()
-        except BaseException:
-            self.executor.cancel()
-            self.machine.interrupt("the engine was interrupted")
-            self._finish(started)
-            raise
-        self._finish(started)
-
-    def _loop(self) -> None:
-        machine = self.machine
-        last_tick = 0.0
-        while not machine.done:
-            for launch in machine.ready():
-                launch.python_path = self.python_path
-                try:
-                    self.pool.check(launch)
-                except UserError as exc:
-                    error = TaskError(launch.name, "ResourceError", str(exc))
-                    self._feed(TaskResult(launch.task_id, error=error, retryable=False))
-                    continue
-                self.queue.append(launch)
-            self._admit()
-            if machine.done:
-                break
-            now = time.monotonic()
-            if now - last_tick >= self.tick:
-                last_tick = now
-                for hook in self.hooks:
-                    hook.on_tick(run=self.run_)
-            timeouts = [self.tick]
-            wakeup = machine.next_wakeup()
-            if wakeup is not None:
-                timeouts.append(wakeup)
-            if self.executor.running() == 0 and not self.queue:
-                if wakeup is None:
-                    # Nothing runs and nothing will: the state machine is stuck (a bug of ours).
-                    raise RuntimeError("run is stalled: no task running or ready")
-                time.sleep(wakeup)
-                continue
-            for result in self.executor.wait(min(timeouts)):
-                self.pool.release(result.task_id)
-                launch = self.launches.pop(result.task_id)
-                if result.ok and result.outputs is not None and launch.cache_enabled:
-                    self.writer.submit(self.cache.record, launch=launch, outputs=result.outputs)
-                self._feed(result)
-
-    def _admit(self) -> None:
-        waiting = []
-        for launch in self.queue:
-            if self.enable_cache and launch.cache_enabled:
-                hit = self.cache.lookup(launch=launch)
-                if hit is not None:
-                    self._feed(TaskResult(launch.task_id, outputs=hit, cached=True))
-                    continue
-            if not self.pool.try_acquire(launch):
-                waiting.append(launch)
-                continue
-            self.machine.started(launch.task_id)
-            for hook in self.hooks:
-                hook.before_task(run=self.run_, launch=launch)
-            self.launches[launch.task_id] = launch
-            self.executor.submit(launch)
-        self.queue = waiting
-
-    def _feed(self, result: TaskResult) -> None:
-        self.machine.finish(result)
-        task = self.machine.tasks[result.task_id]
-        state = TaskState.FAILED if not result.ok else TaskState.SUCCEEDED
-        for hook in self.hooks:
-            hook.after_task(run=self.run_, task=task, state=state)
-
-    def _finish(self, started: float) -> None:
-        self.writer.shutdown(wait=True)
-        run = self.run_
-        machine = self.machine
-        run.duration = time.monotonic() - started
-        run.state = "SUCCEEDED" if machine.state is TaskState.SUCCEEDED else "FAILED"
-        run.outputs = machine.outputs() if run.succeeded else {}
-        run.tasks = []
-        for name, state, task in machine.executor_tasks():
-            info = TaskInfo(name, state.value)
-            if task is not None:
-                info.cached = task.cached
-                info.attempts = task.attempts
-                info.started_at = task.started_at
-                info.finished_at = task.finished_at
-                info.error = task.error
-                info.inputs = dict(task.parameters)
-                info.outputs = dict(task.outputs.parameters)
-                if task.launch is not None:
-                    info.log_path = str(task.launch.log_path)
-                    info.resources = {k: v for k, v in vars(task.launch.resources).items() if v}
-                if task.error is not None and run.error is None and state is TaskState.FAILED:
-                    run.error = task.error
-            run.tasks.append(info)
-        # Report tasks in the order they started; never-started ones (skipped, canceled) last.
-        run.tasks.sort(key=lambda t: (t.started_at is None, t.started_at or 0.0))
-        record = {
-            **run.to_json(),
-            "tasks": [t.to_record() for t in run.tasks],
-            "pipeline": run.pipeline,
-            "created_at": run.created_at,
-            "duration_s": round(run.duration, 3),
-            "pipeline_root": run.pipeline_root,
-            "error": None if run.error is None else vars(run.error),
-        }
-        (run.run_dir / "run.json").write_text(json.dumps(record, indent=2, default=str))
-        for hook in self.hooks:
-            hook.after_run(run=run)
+    store = open_metadata(metadata)
+    record = store.get_run(run_id)
+    if record is None:
+        raise NotFoundError(f"no run {run_id!r}: see `headwater runs list`")
+    if record.state == "SUCCEEDED":
+        raise UserError(f"run {record.run_id} already succeeded: there is nothing to resume")
+    if record.state == "RUNNING":
+        raise UserError(
+            f"run {record.run_id} is still running (engine pid {record.engine_pid} on "
+            f"{record.engine_host}): wait for it or stop it first"
+        )
+    doc = store.get_pipeline_ir(record.run_id)
+    if doc is None:
+        raise NotFoundError(f"run {record.run_id} has no recorded pipeline to resume")
+    return run_ir(
+        parse_pipeline(doc),
+        record.parameters,
+        executor=executor,
+        max_parallel=max_parallel,
+        enable_cache=enable_cache,
+        pipeline_root=record.pipeline_root,
+        metadata=store,
+        hooks=hooks,
+        install_packages=install_packages,
+        run_id=record.run_id,
+    )

@@ -41,6 +41,8 @@ class RunContext:
     run_dir: Path
     create_time_utc: str
     env: Mapping[str, str] = field(default_factory=dict)
+    #: Builds `<root>/<part>/...` URIs, refusing parts that would leave the root.
+    artifact_uri: Callable[..., str] | None = None
 
 
 class _UnavailableError(Exception):
@@ -86,6 +88,8 @@ class TaskRun:
     component: ComponentSpec
     state: TaskState = TaskState.PENDING
     cached: bool = False
+    cached_from: int | None = None
+    resumed: bool = False
     parameters: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     outputs: Outputs = field(default_factory=Outputs)
@@ -158,11 +162,19 @@ class RunStateMachine:
         due = [t for t in self._ready if t.not_before <= now]
         self._ready = [t for t in self._ready if t.not_before > now]
         launches = []
+        failed = False
         for task in due:
             task.attempts += 1
-            launch = self._launch(task)
+            try:
+                launch = self._launch(task)
+            except HeadwaterError as exc:
+                self._fail(task, TaskError(task.name, type(exc).__name__, str(exc)))
+                failed = True
+                continue
             task.launch = launch
             launches.append(launch)
+        if failed:
+            self._advance()
         return launches
 
     def started(self, task_id: int) -> None:
@@ -183,6 +195,8 @@ class RunStateMachine:
         if result.ok:
             assert result.outputs is not None
             task.cached = result.cached
+            task.cached_from = result.cached_from
+            task.resumed = result.resumed
             self._complete(task, result.outputs)
         else:
             retry = task.spec.retry
@@ -517,7 +531,8 @@ class RunStateMachine:
         container = dict(self.ir.executors[label]["container"])
         workdir = self.context.run_dir / "tasks" / self.task_dir(task)
         root = self.context.pipeline_root.rstrip("/")
-        out_base = f"{root}/{self.ir.name}/{self.context.run_id}/{self.task_dir(task)}"
+        parts = (self.ir.name, self.context.run_id, self.task_dir(task))
+        uri = self.context.artifact_uri or (lambda *p: "/".join((root, *p)))
         executor_input: dict[str, Any] = {
             "inputs": {
                 "parameterValues": task.parameters,
@@ -536,7 +551,7 @@ class RunStateMachine:
                                     "schemaTitle": a.schema_title,
                                     "schemaVersion": a.schema_version,
                                 },
-                                "uri": f"{out_base}/{n}",
+                                "uri": uri(*parts, n),
                                 "metadata": {},
                             }
                         ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import json
 import os
 import select
@@ -87,6 +88,11 @@ def serve() -> None:
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 request = json.loads(line)
+                if "import" in request:  # warm up an optional library once, for every task
+                    for module in request["import"]:
+                        with contextlib.suppress(ImportError):
+                            importlib.import_module(module)
+                    continue
                 pid = _fork(request["id"], request["payload"], (read_fd, write_fd))
                 children[pid] = request["id"]
                 _report(out, {"id": request["id"], "pid": pid})

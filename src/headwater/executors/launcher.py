@@ -29,10 +29,15 @@ def run_task(payload: dict[str, Any]) -> None:
             os.environ.update(payload["env"])
             os.environ["_KFP_RUNTIME"] = "true"
         os.environ.update(payload.get("env_update") or {})
+        _download(payload)
         if payload["kind"] == "python":
             code = _run_python(payload)
+        elif payload.get("uploads"):
+            code = _run_command(payload)  # it must come back here to upload its outputs
         else:
             _exec_command(payload)
+        if code == 0:
+            _upload(payload)
     except SystemExit as exc:
         code = _exit_code(exc.code, payload)
     except BaseException as exc:  # a task's failure must never escape as ours
@@ -108,6 +113,38 @@ def _exec_command(payload: dict[str, Any]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvpe(argv[0], argv, os.environ)
+
+
+def _run_command(payload: dict[str, Any]) -> int:
+    import subprocess
+
+    argv = payload["argv"]
+    if not argv:
+        raise ValueError("the container has no command or args to run")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return subprocess.call(argv, env=os.environ)
+
+
+def _store(payload: dict[str, Any]) -> Any:
+    from headwater.artifacts import store_for
+
+    return store_for(payload["artifact_root"])
+
+
+def _download(payload: dict[str, Any]) -> None:
+    if payload.get("downloads"):
+        store = _store(payload)
+        for uri, local in payload["downloads"]:
+            store.download(uri, local)
+
+
+def _upload(payload: dict[str, Any]) -> None:
+    if payload.get("uploads"):
+        store = _store(payload)
+        for local, uri in payload["uploads"]:
+            if os.path.exists(local):  # Metrics artifacts write no file
+                store.upload(local, uri)
 
 
 def _exit_code(code: object, payload: dict[str, Any]) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import json
 import os
 import queue
@@ -13,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from headwater.artifacts import is_remote_uri
 from headwater.engine.model import Launch, TaskResult
 from headwater.errors import HeadwaterSystemError, TaskError
 from headwater.executors.base import Executor
@@ -60,6 +63,7 @@ class LocalExecutor(Executor):
         self._reader.start()
         self._launches: dict[int, Launch] = {}
         self._pids: dict[int, int] = {}
+        self._preloaded: set[str] = set()
         self._lock = threading.Lock()
 
     def _read(self) -> None:
@@ -90,13 +94,17 @@ class LocalExecutor(Executor):
     def _payload(self, launch: Launch) -> dict[str, Any]:
         # The server inherited our environment; send it again only if it has changed since.
         full_env = dict(os.environ) if os.environ != self._base_env else None
-        outputs = launch.executor_input["outputs"]
+        executor_input, downloads, uploads = stage_remote(launch)
+        placeholders = launch.placeholders
+        if downloads or uploads:
+            placeholders = dataclasses.replace(placeholders, executor_input=executor_input)
+            self._preload("headwater.artifacts.fsspec_store", "s3fs")
+        outputs = executor_input["outputs"]
         dirs = [str(launch.workdir / "outputs")]
         dirs += [
             os.path.dirname(art["uri"])
             for spec in outputs["artifacts"].values()
             for art in spec["artifacts"]
-            if "://" not in art["uri"]
         ]
         payload: dict[str, Any] = {
             "log_path": str(launch.log_path),
@@ -106,21 +114,31 @@ class LocalExecutor(Executor):
             "env": full_env,
             "env_update": {"PYTHONUNBUFFERED": "1", **launch.env, **launch.device_env},
             "python_path": list(launch.python_path),
+            "downloads": downloads,
+            "uploads": uploads,
+            "artifact_root": launch.placeholders.pipeline_root,
         }
         program = python_program(launch.container)
         if program is not None:
             source, args = program
-            payload.update(
-                kind="python", source=source, args=resolve_args(args, launch.placeholders)
-            )
+            payload.update(kind="python", source=source, args=resolve_args(args, placeholders))
         else:
-            argv = resolve_args(launch.container.get("command") or [], launch.placeholders)
-            argv += resolve_args(launch.container.get("args") or [], launch.placeholders)
+            argv = resolve_args(launch.container.get("command") or [], placeholders)
+            argv += resolve_args(launch.container.get("args") or [], placeholders)
             if argv and argv[0] in ("python3", "python"):
                 # Images run their own python3; here that is this environment's interpreter.
                 argv[0] = sys.executable
-            payload.update(kind="command", argv=argv, executor_input=launch.executor_input)
+            payload.update(kind="command", argv=argv, executor_input=executor_input)
         return payload
+
+    def _preload(self, *modules: str) -> None:
+        """Have the fork server import `modules` once, so tasks do not each import them."""
+        wanted = [m for m in modules if m not in self._preloaded]
+        if not wanted:
+            return
+        self._preloaded.update(wanted)
+        assert self._server.stdin is not None
+        self._server.stdin.write((json.dumps({"import": wanted}) + "\n").encode())
 
     def wait(self, timeout: float | None) -> list[TaskResult]:
         """Wait up to `timeout` s for attempts to end; return each ended one's result."""
@@ -209,6 +227,45 @@ class LocalExecutor(Executor):
             self._server.stdout.close()
         self._launches.clear()
         self._pids.clear()
+
+
+def stage_remote(
+    launch: Launch,
+) -> tuple[dict[str, Any], list[tuple[str, str]], list[tuple[str, str]]]:
+    """Map remote artifact URIs to local paths under the task's directory.
+
+    Components always get local paths: the task process downloads each remote input to its
+    local path before the component runs, and uploads each output after it succeeded.
+
+    Returns:
+        (the ExecutorInput the component sees, [(uri, local) downloads], [(local, uri) uploads])
+    """
+    executor_input = launch.executor_input
+    remote = [
+        art["uri"]
+        for side in ("inputs", "outputs")
+        for spec in (executor_input[side].get("artifacts") or {}).values()
+        for art in spec["artifacts"]
+        if is_remote_uri(art["uri"])
+    ]
+    if not remote:
+        return executor_input, [], []
+    local_input = copy.deepcopy(executor_input)
+    downloads, uploads = [], []
+    staging = launch.workdir / "artifacts"
+    for side in ("inputs", "outputs"):
+        for slot, spec in (local_input[side].get("artifacts") or {}).items():
+            for index, art in enumerate(spec["artifacts"]):
+                uri = art["uri"]
+                if not is_remote_uri(uri):
+                    continue
+                local = str(staging / side / slot / str(index) / uri.rstrip("/").rsplit("/", 1)[-1])
+                art["uri"] = local
+                if side == "inputs":
+                    downloads.append((uri, local))
+                else:
+                    uploads.append((local, uri))
+    return local_input, downloads, uploads
 
 
 def _group_alive(pgid: int) -> bool:

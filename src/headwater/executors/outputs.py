@@ -50,9 +50,9 @@ def collect_outputs(launch: Launch) -> Outputs:
         for i, art in enumerate(declared):
             art = dict(art)
             if i < len(produced):
+                # Metadata only: a URI the component set is ignored, so that every artifact
+                # stays inside the pipeline root (and remote outputs keep their remote URI).
                 art["metadata"] = {**art.get("metadata", {}), **(produced[i].get("metadata") or {})}
-                if produced[i].get("uri"):
-                    art["uri"] = produced[i]["uri"]
             merged.append(art)
         artifacts[name] = merged
     return Outputs(params, artifacts)

@@ -128,6 +128,10 @@ class MetadataStore(abc.ABC):
         """Set a run's final state, outputs and error."""
 
     @abc.abstractmethod
+    def reopen_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> None:
+        """Set a finished run RUNNING again, owned by a new engine (for resume)."""
+
+    @abc.abstractmethod
     def get_run(self, run_id: str) -> RunRecord | None:
         """One run with its metrics, or None. A unique prefix of the id also matches."""
 

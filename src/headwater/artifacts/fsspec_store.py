@@ -1,0 +1,537 @@
+"""`FsspecArtifactStore`: artifacts in a local directory, S3 (AWS, MinIO), GCS or memory.
+
+Local roots are plain absolute paths (no `file://`), because KFP's executor uses a local URI
+as the path its component reads and writes. Remote roots are fsspec URLs. fsspec backends
+(s3fs, gcsfs) are imported only when a store first touches its root, so importing this module
+stays cheap.
+
+The S3 endpoint comes from `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL`, as for the AWS CLI and
+MinIO clients; credentials and region come from botocore's usual chain (`AWS_ACCESS_KEY_ID`,
+`AWS_SECRET_ACCESS_KEY`, `AWS_DEFAULT_REGION`, profiles).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from headwater.artifacts.base import ArtifactStore
+from headwater.errors import HeadwaterError, StorageError
+
+KNOWN_SCHEMES = ("file", "s3", "gs", "memory")
+
+# scheme -> (module fsspec needs, the headwater extra that installs it)
+_BACKENDS = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs")}
+_CHUNK = 1 << 20
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_FORBIDDEN_IN_PART = ("/", "\\", "\0")
+
+# check() must fail in seconds on an unreachable endpoint: one attempt, short timeouts.
+_CHECK_TIMEOUT_S = 3
+_CHECK_CONFIG = {
+    "connect_timeout": _CHECK_TIMEOUT_S,
+    "read_timeout": _CHECK_TIMEOUT_S,
+    "retries": {"total_max_attempts": 1},
+}
+
+_stores: dict[tuple[str, str | None], FsspecArtifactStore] = {}
+
+
+def scheme_of(uri: str) -> str:
+    """The URI's scheme, `file` for a plain path."""
+    match = _SCHEME.match(uri)
+    return match.group(1).lower() if match else "file"
+
+
+def is_remote_uri(uri: str) -> bool:
+    """True if `uri` is not on this machine's disk (anything but a path or `file://`)."""
+    return scheme_of(uri) != "file"
+
+
+def s3_endpoint() -> str | None:
+    """The S3 endpoint botocore would pick from the environment, None for AWS's own.
+
+    `AWS_ENDPOINT_URL_S3` wins over `AWS_ENDPOINT_URL`; both are off when
+    `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS` is true, as in botocore.
+    """
+    if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() == "true":
+        return None
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def store_for(root: str) -> ArtifactStore:
+    """The store for `root`, one instance per root (and per S3 endpoint) in this process.
+
+    Raises:
+        headwater.errors.StorageError: The root's scheme is unknown or its backend missing.
+    """
+    return _cached_store(root)
+
+
+def _cached_store(root: str) -> FsspecArtifactStore:
+    scheme = scheme_of(root)
+    if scheme == "file":
+        path = root[len("file://") :] if root.startswith("file://") else root
+        key: tuple[str, str | None] = (os.path.abspath(os.path.expanduser(path)), None)
+    else:
+        # The endpoint is part of the key: a store keeps the endpoint it was created with.
+        key = (root.rstrip("/"), s3_endpoint() if scheme == "s3" else None)
+    store = _stores.get(key)
+    if store is None:
+        store = _stores.setdefault(key, FsspecArtifactStore(root))
+    return store
+
+
+class FsspecArtifactStore(ArtifactStore):
+    """Artifacts under a local directory or an `s3://`, `gs://` or `memory://` root.
+
+    Reads (`exists`, `download`, `digest`) accept any URI, also outside the root (an imported
+    artifact, another run's cached output); writes and deletes must stay inside the root.
+
+    Args:
+        root: A directory (absolute, relative, `~/...` or `file://...`), `s3://bucket/prefix`,
+            `gs://bucket/prefix` or `memory://prefix`.
+
+    Raises:
+        headwater.errors.StorageError: Unknown scheme, no bucket, or the backend's package
+            (s3fs, gcsfs) is not installed.
+    """
+
+    def __init__(self, root: str) -> None:
+        scheme = scheme_of(root)
+        if scheme not in KNOWN_SCHEMES:
+            raise StorageError(
+                f"unknown artifact root scheme {scheme!r} in {root!r} "
+                f"(known: {', '.join(KNOWN_SCHEMES)})"
+            )
+        self.scheme = scheme
+        self.endpoint: str | None = s3_endpoint() if scheme == "s3" else None
+        if scheme == "file":
+            path = root[len("file://") :] if root.startswith("file://") else root
+            if not path:
+                raise StorageError("empty artifact root: give a directory or a URL")
+            self.root = os.path.abspath(os.path.expanduser(path))
+            self._root_path = self.root
+        else:
+            self._root_path = _normalise_remote(root, scheme)
+            if scheme in _BACKENDS and self._root_path == "/":
+                raise StorageError(
+                    f"artifact root {root!r} names no bucket: use {scheme}://<bucket>[/prefix]"
+                )
+            self.root = f"{scheme}://{self._root_path[1:]}"
+            self._require_backend()
+        self._fs: Any = None
+        self._fs_pid = 0
+
+    def __repr__(self) -> str:
+        return f"FsspecArtifactStore({self.root!r})"
+
+    @property
+    def is_remote(self) -> bool:
+        """True for every root but a local directory."""
+        return self.scheme != "file"
+
+    def check(self) -> None:
+        """Verify the root is usable: a writable directory, or a bucket that answers.
+
+        Raises:
+            headwater.errors.StorageError: One line naming the root, the endpoint and the fix.
+        """
+        if self.scheme == "file":
+            self._check_local()
+        elif self.scheme in _BACKENDS:
+            self._check_bucket()
+
+    def uri_for(self, *parts: str) -> str:
+        """`<root>/<part>/...`; each part must be a plain name.
+
+        Raises:
+            headwater.errors.StorageError: A part is empty, `.`/`..`, starts with `/` or `~`,
+                or contains `/`, `\\` or NUL.
+        """
+        if not parts:
+            raise StorageError("uri_for needs at least one path part below the artifact root")
+        for part in parts:
+            if (
+                not isinstance(part, str)
+                or part in ("", ".", "..")
+                or part.startswith(("/", "~"))
+                or any(c in part for c in _FORBIDDEN_IN_PART)
+            ):
+                raise StorageError(
+                    f"invalid artifact path part {part!r} in {parts!r}: parts must be plain "
+                    "names, not empty, '.' or '..', without '/', '\\' or NUL, "
+                    "not starting with '~'"
+                )
+        if self.scheme == "file":
+            return os.path.join(self.root, *parts)
+        sep = "" if self.root.endswith("://") else "/"
+        return self.root + sep + "/".join(parts)
+
+    def exists(self, uri: str) -> bool:
+        """True if a file or a directory is at `uri`."""
+        store, path = self._reader(uri)
+        if store.scheme == "file":
+            return os.path.lexists(path)
+        with store._translate("check", uri):
+            return bool(store._filesystem().exists(path))
+
+    def upload(self, local_path: str, uri: str) -> None:
+        """Copy a local file or directory to `uri`, replacing what was there.
+
+        Uploading a path onto itself (a local root, where the component wrote in place) does
+        nothing. An empty directory leaves nothing behind on object stores, which have no
+        directories.
+
+        Raises:
+            headwater.errors.StorageError: `uri` is not inside the root, `local_path` does not
+                exist, or the copy failed.
+        """
+        target = self._inside(uri, "upload to")
+        if not os.path.exists(local_path):
+            raise StorageError(f"cannot upload {local_path!r} to {uri!r}: it does not exist")
+        if self.scheme == "file":
+            with _local_errors("upload", uri):
+                _copy_local(local_path, target)
+            return
+        fs = self._filesystem()
+        with self._translate("upload to", uri):
+            self._remove(target)
+            if os.path.isdir(local_path):
+                pairs = [(full, f"{target}/{rel}") for rel, full in _walk_local(local_path)]
+                if pairs:
+                    fs.put([lp for lp, _ in pairs], [rp for _, rp in pairs])
+            else:
+                fs.put_file(local_path, target)
+
+    def download(self, uri: str, local_path: str) -> None:
+        """Copy the file or directory at `uri` to `local_path`, replacing what was there.
+
+        Parent directories of `local_path` are created. Downloading a path onto itself does
+        nothing.
+
+        Raises:
+            headwater.errors.StorageError: Nothing is at `uri`, or the copy failed.
+        """
+        store, path = self._reader(uri)
+        if store.scheme == "file":
+            if not os.path.exists(path):
+                raise StorageError(f"cannot download {uri!r}: nothing is there")
+            with _local_errors("download", uri):
+                _copy_local(path, os.path.abspath(local_path))
+            return
+        fs = store._filesystem()
+        with store._translate("download", uri):
+            info = _info(fs, path)
+            if info is None:
+                raise StorageError(f"cannot download {uri!r}: nothing is there")
+            _remove_local(local_path)
+            if info["type"] != "directory":
+                os.makedirs(os.path.dirname(os.path.abspath(local_path)), exist_ok=True)
+                fs.get_file(path, local_path)
+                return
+            os.makedirs(local_path, exist_ok=True)
+            files = _remote_files(fs, path)
+            if files:
+                fs.get(
+                    [full for _, full in files],
+                    [os.path.join(local_path, *rel.split("/")) for rel, _ in files],
+                )
+
+    def delete(self, uri: str) -> None:
+        """Remove the file or directory at `uri` (inside the root); nothing there is fine.
+
+        Raises:
+            headwater.errors.StorageError: `uri` is not inside the root, or removal failed.
+        """
+        target = self._inside(uri, "delete")
+        if self.scheme == "file":
+            with _local_errors("delete", uri):
+                _remove_local(target)
+            return
+        with self._translate("delete", uri):
+            self._remove(target)
+
+    def digest(self, uri: str) -> tuple[str, int] | None:
+        """(BLAKE2b-160 hex, size in bytes) of what is at `uri`, read in 1 MiB chunks.
+
+        Equal to `caching.keys.content_digest` for the same bytes: a file hashes its bytes; a
+        directory hashes, in `os.walk` order with sorted names, each relative path, a NUL,
+        and the file's bytes.
+
+        Returns:
+            None when nothing is at `uri`.
+        """
+        store, path = self._reader(uri)
+        h = hashlib.blake2b(digest_size=20)
+        size = 0
+        if store.scheme == "file":
+            with _local_errors("digest", uri):
+                if os.path.isfile(path):
+                    with open(path, "rb") as fh:
+                        size = _hash_stream(h, fh)
+                elif os.path.isdir(path):
+                    for rel, full in _walk_local(path):
+                        h.update(rel.encode() + b"\0")
+                        with open(full, "rb") as fh:
+                            size += _hash_stream(h, fh)
+                else:
+                    return None
+            return h.hexdigest(), size
+        fs = store._filesystem()
+        with store._translate("digest", uri):
+            info = _info(fs, path)
+            if info is None:
+                return None
+            if info["type"] != "directory":
+                with fs.open(path, "rb", block_size=_CHUNK) as fh:
+                    size = _hash_stream(h, fh)
+            else:
+                for rel, full in _remote_files(fs, path):
+                    h.update(rel.encode() + b"\0")
+                    with fs.open(full, "rb", block_size=_CHUNK) as fh:
+                        size += _hash_stream(h, fh)
+        return h.hexdigest(), size
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def _to_fs_path(self, normalised: str) -> str:
+        # memory:// paths keep their leading slash; bucket stores start at the bucket name.
+        return normalised if self.scheme == "memory" else normalised.lstrip("/")
+
+    def _inside(self, uri: str, action: str) -> str:
+        """The backend path of `uri` after normalising it, if it lies strictly inside the root."""
+        scheme = scheme_of(uri)
+        if scheme == self.scheme:
+            if scheme == "file":
+                path = os.path.abspath(uri[len("file://") :] if uri.startswith("file://") else uri)
+                if path != self.root and os.path.commonpath([self.root, path]) == self.root:
+                    return path
+            else:
+                path = _normalise_remote(uri, scheme)
+                if path.startswith(self._root_path.rstrip("/") + "/") and path != "/":
+                    return self._to_fs_path(path)
+        raise StorageError(
+            f"refusing to {action} {uri!r}: it is not inside the artifact root {self.root!r}"
+        )
+
+    def _reader(self, uri: str) -> tuple[FsspecArtifactStore, str]:
+        """The store that can read `uri` (this one, or one for its scheme) and its path there."""
+        scheme = scheme_of(uri)
+        if scheme not in KNOWN_SCHEMES:
+            raise StorageError(
+                f"unknown URI scheme {scheme!r} in {uri!r} (known: {', '.join(KNOWN_SCHEMES)})"
+            )
+        if scheme == "file":
+            path = os.path.abspath(uri[len("file://") :] if uri.startswith("file://") else uri)
+            return (self if self.scheme == "file" else _cached_store(os.sep)), path
+        normalised = _normalise_remote(uri, scheme)
+        if scheme == self.scheme:
+            return self, self._to_fs_path(normalised)
+        bucket = normalised.split("/")[1] if scheme in _BACKENDS else ""
+        other = _cached_store(f"{scheme}://{bucket}")
+        return other, other._to_fs_path(normalised)
+
+    # -- backends ---------------------------------------------------------------------------
+
+    def _require_backend(self) -> None:
+        backend = _BACKENDS.get(self.scheme)
+        if backend is not None and importlib.util.find_spec(backend[0]) is None:
+            raise StorageError(_missing_backend(self.root, *backend))
+
+    def _filesystem(self) -> Any:
+        """This store's fsspec filesystem, made anew in a forked child.
+
+        fsspec's async filesystems (s3fs, gcsfs) raise "This class is not fork-safe" when used
+        in a process other than the one that created them.
+        """
+        pid = os.getpid()
+        if self._fs is None or self._fs_pid != pid:
+            self._fs, self._fs_pid = self._new_filesystem(), pid
+        return self._fs
+
+    def _new_filesystem(self, **options: Any) -> Any:
+        import fsspec
+
+        # Our own instance: fsspec's instance cache would hand a store another endpoint's
+        # client, and a listings cache would hide what task processes uploaded.
+        kwargs: dict[str, Any] = {"skip_instance_cache": True}
+        if self.scheme in _BACKENDS:
+            kwargs["use_listings_cache"] = False
+        if self.scheme == "s3" and self.endpoint:
+            kwargs["endpoint_url"] = self.endpoint
+        kwargs.update(options)
+        try:
+            return fsspec.filesystem(self.scheme, **kwargs)
+        except ImportError as exc:
+            module, extra = _BACKENDS.get(self.scheme, (self.scheme, "all"))
+            raise StorageError(_missing_backend(self.root, module, extra)) from exc
+
+    def _where(self) -> str:
+        if self.scheme == "s3":
+            return self.endpoint or "the default AWS S3 endpoint"
+        if self.scheme == "gs":
+            return "Google Cloud Storage"
+        return "memory"
+
+    def _remove(self, path: str) -> None:
+        fs = self._filesystem()
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(path, recursive=True)
+
+    @contextlib.contextmanager
+    def _translate(self, action: str, uri: str) -> Iterator[None]:
+        # Backends raise their own zoo (botocore, aiohttp, google-auth, OSError); a caller
+        # sees one StorageError with a one-line reason.
+        try:
+            yield
+        except HeadwaterError:
+            raise
+        except Exception as exc:
+            raise StorageError(
+                f"cannot {action} {uri!r} at {self._where()}: {_one_line(exc)}"
+            ) from exc
+
+    # -- check ------------------------------------------------------------------------------
+
+    def _check_local(self) -> None:
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".headwater-check-", dir=self.root)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise StorageError(
+                f"artifact root {self.root!r} is not a writable directory "
+                f"({exc.strerror or exc}): fix its permissions or choose another "
+                "--pipeline-root"
+            ) from exc
+
+    def _check_bucket(self) -> None:
+        bucket = self._root_path.split("/")[1]
+        where = self._where()
+        try:
+            if self.scheme == "s3":
+                fs = self._new_filesystem(config_kwargs=dict(_CHECK_CONFIG))
+                fs.retries = 1  # s3fs's own retry loop, on top of botocore's
+                fs.call_s3("head_bucket", Bucket=bucket)
+            else:
+                self._filesystem().info(bucket)
+        except FileNotFoundError as exc:
+            raise StorageError(
+                f"bucket {bucket!r} does not exist at {where}: create it or choose another "
+                "--pipeline-root"
+            ) from exc
+        except PermissionError as exc:
+            raise StorageError(
+                f"access to bucket {bucket!r} at {where} is denied ({_one_line(exc)}): "
+                "check the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for S3)"
+            ) from exc
+        except HeadwaterError:
+            raise
+        except Exception as exc:
+            hint = (
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or an AWS profile"
+                if type(exc).__name__ == "NoCredentialsError"
+                else "check the endpoint (AWS_ENDPOINT_URL) and that the server is running"
+            )
+            raise StorageError(
+                f"cannot reach bucket {bucket!r} at {where} for artifact root {self.root!r} "
+                f"({_one_line(exc)}): {hint}"
+            ) from exc
+
+
+def _normalise_remote(uri: str, scheme: str) -> str:
+    """`/bucket/key...` with `.`, `..` and doubled slashes resolved (clamped at `/`)."""
+    rest = uri[len(scheme) + 3 :]
+    return posixpath.normpath("/" + rest.lstrip("/"))
+
+
+def _missing_backend(root: str, module: str, extra: str) -> str:
+    return (
+        f"artifact root {root!r} needs the {module!r} package. "
+        f"Install it with: pip install 'headwater[{extra}]'"
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+@contextlib.contextmanager
+def _local_errors(action: str, uri: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(f"cannot {action} {uri!r}: {_one_line(exc)}") from exc
+
+
+def _walk_local(top: str) -> Iterator[tuple[str, str]]:
+    """(relative path with '/', full path) of every file, in `content_digest`'s order."""
+    for root, dirs, files in os.walk(top):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            yield os.path.relpath(full, top).replace(os.sep, "/"), full
+
+
+def _walk_order(relpath: str) -> list[tuple[int, str]]:
+    # os.walk with sorted names visits a directory's files before its subdirectories.
+    parts = relpath.split("/")
+    return [(1, p) for p in parts[:-1]] + [(0, parts[-1])]
+
+
+def _remote_files(fs: Any, path: str) -> list[tuple[str, str]]:
+    """(relative path, full path) of every object under `path`, in `os.walk` order."""
+    prefix = path.rstrip("/") + "/"
+    found: Iterable[str] = fs.find(path)
+    files = [(p[len(prefix) :], p) for p in found if p.startswith(prefix) and not p.endswith("/")]
+    return sorted(files, key=lambda item: _walk_order(item[0]))
+
+
+def _info(fs: Any, path: str) -> dict[str, Any] | None:
+    try:
+        info: dict[str, Any] = fs.info(path)
+    except FileNotFoundError:
+        return None
+    return info
+
+
+def _hash_stream(h: Any, stream: Any) -> int:
+    size = 0
+    while chunk := stream.read(_CHUNK):
+        h.update(chunk)
+        size += len(chunk)
+    return size
+
+
+def _remove_local(path: str) -> None:
+    if os.path.islink(path) or os.path.isfile(path):
+        os.unlink(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+
+
+def _copy_local(source: str, target: str) -> None:
+    source = os.path.abspath(source)
+    if source == target or (os.path.exists(target) and os.path.samefile(source, target)):
+        return
+    if os.path.isdir(source) and os.path.commonpath([source, target]) == source:
+        raise StorageError(f"cannot copy {source!r} into itself ({target!r})")
+    _remove_local(target)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if os.path.isdir(source):
+        shutil.copytree(source, target)
+    else:
+        shutil.copy2(source, target)

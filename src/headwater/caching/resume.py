@@ -1,0 +1,38 @@
+"""`ResumeCache`: when resuming a run, reuse what its own earlier attempt finished."""
+
+from __future__ import annotations
+
+from headwater.artifacts.base import ArtifactStore
+from headwater.caching.base import CacheHit, TaskCache
+from headwater.caching.store import _exists, outputs_of
+from headwater.engine.model import Launch
+from headwater.metadata.base import MetadataStore
+
+
+class ResumeCache(TaskCache):
+    """Hit on tasks of `run_id` that already SUCCEEDED (or were CACHED); defer to `inner`."""
+
+    def __init__(
+        self, store: MetadataStore, artifacts: ArtifactStore, run_id: str, inner: TaskCache
+    ) -> None:
+        self.inner = inner
+        self.artifacts = artifacts
+        self.store = store
+        self.done = {
+            e.task: e
+            for e in store.list_executions(run_id)
+            if e.state in ("SUCCEEDED", "CACHED") and e.id is not None
+        }
+
+    def fingerprint(self, *, launch: Launch) -> str:
+        """The inner cache's key."""
+        return self.inner.fingerprint(launch=launch)
+
+    def lookup(self, *, launch: Launch, key: str) -> CacheHit | None:
+        """The run's own earlier result for this task, else the inner cache's answer."""
+        earlier = self.done.get(launch.name)
+        if earlier is not None and earlier.id is not None:
+            outputs, with_content = outputs_of(self.store, earlier.id, earlier.outputs)
+            if all(_exists(self.artifacts, uri) for uri in with_content):
+                return CacheHit(outputs, source=earlier.cached_from or earlier.id, resumed=True)
+        return self.inner.lookup(launch=launch, key=key)

@@ -1,0 +1,231 @@
+"""`MetadataRecorder`: writes a run into the metadata store as it happens, off the hot path.
+
+Every write goes through one background thread, in order, so the scheduler never waits for
+the database or for hashing an artifact: a task's output artifacts are digested (streamed)
+once, right after it finishes, on that thread. `after_run` drains the queue before returning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from headwater.engine.hooks import RunHooks
+from headwater.engine.model import TaskState
+from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from headwater.artifacts.base import ArtifactStore
+    from headwater.engine.runner import Run
+    from headwater.engine.state import TaskRun
+    from headwater.metadata.base import MetadataStore
+    from headwater.spec.ir import PipelineIR
+
+_METRICS = "system.Metrics"
+
+
+def ir_digest(ir: PipelineIR) -> str:
+    """The pipeline version: SHA-256 of its canonical IR."""
+    text = json.dumps(ir.raw, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class MetadataRecorder(RunHooks):
+    """Record the run, each executor task, its artifacts, events and metrics."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        artifacts: ArtifactStore,
+        ir: PipelineIR,
+        parameters: dict[str, Any],
+        *,
+        resumed: bool = False,
+    ) -> None:
+        self.store = store
+        self.artifacts = artifacts
+        self.ir = ir
+        self.parameters = parameters
+        self.resumed = resumed
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="headwater-metadata")
+        self._pending: list[Future[None]] = []
+        self._recorded: set[str] = set()
+
+    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
+        self._pending.append(self._writer.submit(fn, *args))
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    def before_run(self, *, run: Run) -> None:
+        record = RunRecord(
+            run_id=run.run_id,
+            pipeline=self.ir.name,
+            pipeline_version=ir_digest(self.ir),
+            state="RUNNING",
+            parameters=self.parameters,
+            pipeline_root=run.pipeline_root,
+            created_at=time.time(),
+            engine_host=socket.gethostname(),
+            engine_pid=os.getpid(),
+        )
+        if self.resumed:
+            self._submit(self._reopen, run.run_id)
+        else:
+            self._submit(self._create, record)
+
+    def after_task(self, *, run: Run, task: TaskRun, state: TaskState) -> None:
+        if not task.state.final or task.resumed:
+            return  # a retry is coming, or the execution is already recorded
+        self._recorded.add(task.name)
+        self._submit(self._record_task, run.run_id, _snapshot(task))
+
+    def after_run(self, *, run: Run) -> None:
+        for name, state, task in run.machine.executor_tasks() if run.machine else ():
+            if name in self._recorded or (task is not None and task.resumed):
+                continue
+            if task is not None and task.state.final:
+                self._submit(self._record_task, run.run_id, _snapshot(task))
+            else:
+                shown = state.value if state.final else "CANCELED"
+                execution = ExecutionRecord(run_id=run.run_id, task=name, state=shown)
+                self._submit(self._record_execution, execution)
+        error = None if run.error is None else vars(run.error)
+        self._submit(self._finish, run.run_id, run.state, run.outputs, error)
+        self.flush()
+
+    def flush(self) -> None:
+        """Wait for every queued write; report (not raise) the first that failed."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            exc = future.exception()
+            if exc is not None:
+                print(f"headwater: warning: recording metadata failed: {exc}", file=sys.stderr)
+                break
+        self._writer.shutdown(wait=True)
+
+    # -- writes (on the writer thread) ----------------------------------------------------
+
+    def _create(self, record: RunRecord) -> None:
+        self.store.create_run(record, ir=dict(self.ir.raw))
+
+    def _reopen(self, run_id: str) -> None:
+        self.store.reopen_run(run_id, engine_host=socket.gethostname(), engine_pid=os.getpid())
+
+    def _finish(self, run_id: str, state: str, outputs: dict[str, Any], error: Any) -> None:
+        self.store.finish_run(
+            run_id, state=state, outputs=outputs, error=error, finished_at=time.time()
+        )
+
+    def _record_execution(self, execution: ExecutionRecord) -> None:
+        self.store.record_execution(execution)
+
+    def _record_task(self, run_id: str, snap: dict[str, Any]) -> None:
+        execution = ExecutionRecord(
+            run_id=run_id,
+            task=snap["name"],
+            state=snap["state"],
+            component=snap["component"],
+            parent_dag=snap["parent_dag"],
+            iteration=snap["iteration"],
+            inputs=snap["inputs"],
+            outputs=snap["outputs"],
+            cache_key=snap["cache_key"],
+            cached_from=snap["cached_from"],
+            started_at=snap["started_at"],
+            finished_at=snap["finished_at"],
+            log_path=snap["log_path"],
+            error=snap["error"],
+            attempts=snap["attempts"],
+        )
+        execution_id = self.store.record_execution(execution)
+        for slot, arts in snap["input_artifacts"].items():
+            for index, art in enumerate(arts):
+                artifact_id = self._known_or_new(art, producer=None)
+                self.store.record_event(
+                    EventRecord(execution_id, artifact_id, "INPUT", slot, index)
+                )
+        if snap["state"] not in ("SUCCEEDED", "CACHED"):
+            return
+        metrics: dict[str, float] = {}
+        for slot, arts in snap["output_artifacts"].items():
+            for index, art in enumerate(arts):
+                if snap["state"] == "CACHED":
+                    artifact_id = self._known_or_new(art, producer=None)
+                else:
+                    artifact_id = self._new(art, producer=execution_id)
+                self.store.record_event(
+                    EventRecord(execution_id, artifact_id, "OUTPUT", slot, index)
+                )
+                if (art.get("type") or {}).get("schemaTitle") == _METRICS:
+                    metrics = {
+                        k: float(v)
+                        for k, v in (art.get("metadata") or {}).items()
+                        if isinstance(v, int | float) and not isinstance(v, bool)
+                    }
+                    if metrics:
+                        self.store.record_metrics(run_id, execution_id, artifact_id, metrics)
+
+    def _new(self, art: dict[str, Any], *, producer: int | None) -> int:
+        found = self.artifacts.digest(art["uri"]) if _is_ours(self.artifacts, art["uri"]) else None
+        return self.store.record_artifact(
+            ArtifactRecord(
+                uri=art["uri"],
+                schema_title=(art.get("type") or {}).get("schemaTitle", "system.Artifact"),
+                name=art.get("name", ""),
+                digest=found[0] if found else _local_digest(art["uri"]),
+                size=found[1] if found else None,
+                metadata=dict(art.get("metadata") or {}),
+                producer=producer,
+                created_at=time.time(),
+            )
+        )
+
+    def _known_or_new(self, art: dict[str, Any], *, producer: int | None) -> int:
+        known = self.store.get_artifact(art["uri"])
+        if known is not None and known.id is not None:
+            return known.id
+        return self._new(art, producer=producer)
+
+
+def _is_ours(artifacts: ArtifactStore, uri: str) -> bool:
+    return uri.startswith(artifacts.root)
+
+
+def _local_digest(uri: str) -> str | None:
+    from headwater.caching.keys import content_digest
+
+    return content_digest(uri)
+
+
+def _snapshot(task: TaskRun) -> dict[str, Any]:
+    """What the writer thread needs, copied now (the task object belongs to the engine)."""
+    state = task.state.value
+    if task.cached and task.state is TaskState.SUCCEEDED:
+        state = "CACHED"
+    launch = task.launch
+    return {
+        "name": task.name,
+        "state": state,
+        "component": task.spec.component,
+        "parent_dag": task.dag.prefix.rstrip("."),
+        "iteration": task.dag.suffix,
+        "inputs": dict(task.parameters),
+        "outputs": dict(task.outputs.parameters),
+        "input_artifacts": {k: list(v) for k, v in task.artifacts.items()},
+        "output_artifacts": {k: list(v) for k, v in task.outputs.artifacts.items()},
+        "cache_key": launch.fingerprint if launch is not None else "",
+        "cached_from": task.cached_from,
+        "started_at": task.started_at,
+        "finished_at": task.finished_at,
+        "log_path": str(launch.log_path) if launch is not None else "",
+        "error": None if task.error is None else vars(task.error),
+        "attempts": task.attempts,
+    }

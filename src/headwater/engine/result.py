@@ -1,0 +1,94 @@
+"""The result of a run as the API and CLI report it: `Run` and its `TaskInfo`s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from headwater.engine.model import TaskState
+from headwater.errors import TaskError
+
+if TYPE_CHECKING:
+    from headwater.engine.state import RunStateMachine
+
+
+@dataclass
+class TaskInfo:
+    """One executor task as the run reports it."""
+
+    name: str
+    state: str
+    cached: bool = False
+    attempts: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    log_path: str | None = None
+    error: TaskError | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `tasks[]` entry of `headwater run --json`."""
+        return {"name": self.name, "state": self.state, "cached": self.cached}
+
+    def to_record(self) -> dict[str, Any]:
+        """Everything known about the task, for the run record (`run.json`)."""
+        record = {k: v for k, v in vars(self).items() if k != "error"}
+        record["error"] = None if self.error is None else vars(self.error)
+        return record
+
+
+@dataclass
+class Run:
+    """A pipeline run: its identity, where it keeps things, and (when done) how it ended."""
+
+    run_id: str
+    pipeline: str
+    run_dir: Path
+    pipeline_root: str
+    state: str = "RUNNING"
+    outputs: dict[str, Any] = field(default_factory=dict)
+    tasks: list[TaskInfo] = field(default_factory=list)
+    error: TaskError | None = None
+    created_at: str = ""
+    duration: float = 0.0
+    machine: RunStateMachine | None = field(default=None, repr=False)
+
+    @property
+    def succeeded(self) -> bool:
+        """True when the run finished in SUCCEEDED."""
+        return self.state == "SUCCEEDED"
+
+    def counts(self) -> dict[str, int]:
+        """Executor tasks by state, with cached ones counted apart from succeeded."""
+        counts = dict.fromkeys(
+            ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CACHED", "SKIPPED", "CANCELED"), 0
+        )
+        if self.machine is None:
+            return counts
+        for _, state, task in self.machine.executor_tasks():
+            key = state.value
+            if key == "READY":  # waiting for its upstream, a free slot or its retry backoff
+                key = "PENDING"
+            if key == "SUCCEEDED" and task is not None and task.cached:
+                key = "CACHED"
+            counts[key] += 1
+        return counts
+
+    def running_tasks(self) -> list[str]:
+        """Names of executor tasks running now."""
+        if self.machine is None:
+            return []
+        return [n for n, s, _ in self.machine.executor_tasks() if s is TaskState.RUNNING]
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `headwater run --json` prints."""
+        return {
+            "run_id": self.run_id,
+            "state": self.state,
+            "outputs": self.outputs,
+            "tasks": [t.to_json() for t in self.tasks],
+        }

@@ -1,0 +1,135 @@
+"""`SqlMetadataStore` on PostgreSQL: the shared scenarios, migrations and concurrent opens.
+
+Needs `HEADWATER_TEST_POSTGRES_URL`, a SQLAlchemy URL for a role with CREATEDB, e.g.
+`postgresql+psycopg://headwater:headwater@127.0.0.1:5432/headwater_test`. Every test gets a
+database of its own (created from that one, dropped afterwards), so tests run in parallel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from headwater.errors import StorageError
+from headwater.metadata import MetadataStore, schema
+from headwater.metadata.sql import SqlMetadataStore
+
+BASE_URL = os.environ.get("HEADWATER_TEST_POSTGRES_URL", "")
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not BASE_URL,
+        reason="set HEADWATER_TEST_POSTGRES_URL to a PostgreSQL URL whose role may CREATE "
+        "DATABASE (e.g. postgresql+psycopg://headwater:headwater@127.0.0.1:5432/headwater_test)",
+    ),
+]
+
+
+def _scenarios() -> ModuleType:
+    """The backend-independent scenarios, shared with the SQLite unit tests."""
+    if "store_scenarios" in sys.modules:
+        return sys.modules["store_scenarios"]
+    path = Path(__file__).resolve().parents[1] / "unit" / "metadata" / "store_scenarios.py"
+    spec = importlib.util.spec_from_file_location("store_scenarios", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["store_scenarios"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+scenarios = _scenarios()
+
+
+@pytest.fixture
+def database_url() -> Iterator[str]:
+    """A fresh, empty database for one test."""
+    base = sa.make_url(BASE_URL)
+    if base.drivername == "postgresql":
+        base = base.set(drivername="postgresql+psycopg")
+    name = f"hw_{uuid.uuid4().hex[:16]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def make_store(database_url: str) -> Iterator[Callable[[], SqlMetadataStore]]:
+    opened: list[SqlMetadataStore] = []
+
+    def make() -> SqlMetadataStore:
+        opened.append(SqlMetadataStore(database_url))
+        return opened[-1]
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "scenario", list(scenarios.SCENARIOS.values()), ids=list(scenarios.SCENARIOS)
+)
+def test_scenario(
+    scenario: Callable[[MetadataStore], object], make_store: Callable[[], SqlMetadataStore]
+) -> None:
+    scenario(make_store())
+
+
+def test_migrated_database_matches_the_models(
+    database_url: str, make_store: Callable[[], SqlMetadataStore]
+) -> None:
+    make_store()
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(context, schema.Base.metadata) == []
+    finally:
+        engine.dispose()
+
+
+def test_reopening_keeps_the_data(make_store: Callable[[], SqlMetadataStore]) -> None:
+    scenarios.add_run(make_store(), "r1")
+    assert make_store().get_run("r1") is not None
+
+
+def test_plain_postgresql_urls_use_psycopg(database_url: str) -> None:
+    url = sa.make_url(database_url).set(drivername="postgresql")
+    with SqlMetadataStore(url.render_as_string(hide_password=False)) as store:
+        assert store._engine.dialect.driver == "psycopg"
+
+
+def test_wrong_password_is_a_one_line_storage_error(database_url: str) -> None:
+    url = sa.make_url(database_url).set(password="definitely-wrong")
+    with pytest.raises(StorageError) as caught:
+        SqlMetadataStore(url.render_as_string(hide_password=False))
+    assert "definitely-wrong" not in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert "***" in str(caught.value)
+
+
+@pytest.mark.slow
+def test_four_processes_open_one_new_database_at_once(
+    database_url: str, tmp_path: Path, make_store: Callable[[], SqlMetadataStore]
+) -> None:
+    ids = scenarios.run_writers(database_url, 4, tmp_path)
+    assert len(set(ids)) == 200
+    store = make_store()
+    assert sorted(r.run_id for r in store.list_runs()) == [f"run-{n}" for n in range(4)]
