@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from headwater.artifacts.base import ArtifactStore
-    from headwater.engine.runner import Run
+    from headwater.engine.model import Launch
+    from headwater.engine.result import Run
     from headwater.engine.state import TaskRun
     from headwater.metadata.base import MetadataStore
     from headwater.spec.ir import PipelineIR
@@ -80,6 +81,26 @@ class MetadataRecorder(RunHooks):
             self._submit(self._reopen, run.run_id)
         else:
             self._submit(self._create, record)
+
+    def before_task(self, *, run: Run, launch: Launch) -> None:
+        # Recorded RUNNING now, so a run whose engine dies shows what it was doing.
+        if run.machine is None:
+            return
+        task = run.machine.tasks[launch.task_id]
+        snap = _snapshot(task)
+        execution = ExecutionRecord(
+            run_id=run.run_id,
+            task=snap["name"],
+            state="RUNNING",
+            component=snap["component"],
+            parent_dag=snap["parent_dag"],
+            iteration=snap["iteration"],
+            inputs=snap["inputs"],
+            started_at=snap["started_at"],
+            log_path=snap["log_path"],
+            attempts=snap["attempts"],
+        )
+        self._submit(self._record_execution, execution)
 
     def after_task(self, *, run: Run, task: TaskRun, state: TaskState) -> None:
         if not task.state.final or task.resumed:

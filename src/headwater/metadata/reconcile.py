@@ -18,7 +18,12 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    # A killed engine whose parent has not reaped it yet still answers kill(0): a zombie.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def mark_dead_runs(store: MetadataStore) -> list[str]:
