@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from headwater.artifacts.base import ArtifactStore
 from headwater.caching.base import CacheHit, TaskCache
-from headwater.caching.store import _exists, outputs_of
+from headwater.caching.store import StoreTaskCache, outputs_of
 from headwater.engine.model import Launch
 from headwater.metadata.base import MetadataStore
 
@@ -16,7 +16,7 @@ class ResumeCache(TaskCache):
         self, store: MetadataStore, artifacts: ArtifactStore, run_id: str, inner: TaskCache
     ) -> None:
         self.inner = inner
-        self.artifacts = artifacts
+        self.checker = StoreTaskCache(store, artifacts)
         self.store = store
         self.done = {
             e.task: e
@@ -33,6 +33,6 @@ class ResumeCache(TaskCache):
         earlier = self.done.get(launch.name)
         if earlier is not None and earlier.id is not None:
             outputs, with_content = outputs_of(self.store, earlier.id, earlier.outputs)
-            if all(_exists(self.artifacts, uri) for uri in with_content):
+            if all(self.checker.intact(art) for art in with_content):
                 return CacheHit(outputs, source=earlier.cached_from or earlier.id, resumed=True)
         return self.inner.lookup(launch=launch, key=key)

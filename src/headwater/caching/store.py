@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from typing import Any
 
@@ -9,59 +10,108 @@ from headwater.artifacts.base import ArtifactStore
 from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.keys import cache_key, content_digest
 from headwater.engine.model import Launch, Outputs
-from headwater.metadata.base import MetadataStore
+from headwater.metadata.base import ArtifactRecord, MetadataStore
+
+
+def _local_path(uri: str) -> str | None:
+    if uri.startswith("file://"):
+        return uri[len("file://") :]
+    return None if "://" in uri else uri
 
 
 class StoreTaskCache(TaskCache):
     """Look up executions with the same cache key in the metadata store.
 
-    Input artifact digests come from the store (computed once, when their producer finished);
-    an artifact the store does not know yet is hashed here. A hit reuses the original
-    artifacts in place; if any of them is gone, it is a miss.
+    Input artifact digests come from the store, computed once when their producer finished,
+    unless the file was modified since (its mtime is newer than the record): then, and for
+    artifacts the store does not know (imported files, pipeline inputs), the content is
+    hashed here. A hit reuses the original artifacts in place; if one of them is gone or was
+    changed since it was recorded, it is a miss.
     """
 
     def __init__(self, store: MetadataStore, artifacts: ArtifactStore) -> None:
         self.store = store
         self.artifacts = artifacts
+        self._hashed: dict[tuple[str, float, int], str | None] = {}
+
+    def _hash(self, uri: str) -> str | None:
+        path = _local_path(uri)
+        if path is None:
+            found = self.artifacts.digest(uri)
+            return found[0] if found else None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        memo = (path, st.st_mtime, st.st_size)
+        if memo not in self._hashed:
+            self._hashed[memo] = content_digest(path)
+        return self._hashed[memo]
 
     def _digest(self, uri: str) -> str | None:
         known = self.store.get_artifact(uri)
-        if known is not None and known.digest:
+        ours = known is not None and known.digest and uri.startswith(self.artifacts.root)
+        if ours and known is not None and not _modified_since(known):
             return known.digest
-        if "://" in uri and not uri.startswith("file://"):
-            found = self.artifacts.digest(uri) if uri.startswith(self.artifacts.root) else None
-            return found[0] if found else None
-        return content_digest(uri)
+        return self._hash(uri)
 
     def fingerprint(self, *, launch: Launch) -> str:
         """SHA-256 over the executor, inputs (artifacts by content), outputs and cache_key."""
         return cache_key(launch, self._digest)
 
     def lookup(self, *, launch: Launch, key: str) -> CacheHit | None:
-        """The newest successful execution with `key`, if its artifacts still exist."""
+        """The newest successful execution with `key`, if its artifacts are as recorded."""
         if not key:
             return None
         found = self.store.find_cached(key)
         if found is None or found.id is None:
             return None
         outputs, with_content = outputs_of(self.store, found.id, found.outputs)
-        # Metrics artifacts are metadata only; the others must still be where they were.
-        if not all(_exists(self.artifacts, uri) for uri in with_content):
+        if not all(self.intact(art) for art in with_content):
             return None
         return CacheHit(outputs, source=found.id)
+
+    def intact(self, art: ArtifactRecord) -> bool:
+        """True if the artifact is still where it was, with the content it was recorded with."""
+        path = _local_path(art.uri)
+        if path is None:
+            return self.artifacts.exists(art.uri)
+        if not os.path.exists(path):
+            return False
+        return not _modified_since(art) or self._hash(art.uri) == art.digest
+
+
+def _modified_since(art: ArtifactRecord) -> bool:
+    """True if a local artifact's file (or a file in its directory) changed after recording."""
+    path = _local_path(art.uri)
+    if path is None or not art.created_at:
+        return False
+    try:
+        if os.path.isdir(path):
+            return any(
+                os.stat(os.path.join(root, name)).st_mtime > art.created_at
+                for root, _, files in os.walk(path)
+                for name in files
+            )
+        return os.stat(path).st_mtime > art.created_at
+    except OSError:
+        return True
 
 
 def outputs_of(
     store: MetadataStore, execution_id: int, parameters: dict[str, Any]
-) -> tuple[Outputs, list[str]]:
-    """An execution's outputs rebuilt from the store, and the URIs that held content."""
+) -> tuple[Outputs, list[ArtifactRecord]]:
+    """An execution's outputs rebuilt from the store, and its artifacts that hold content.
+
+    Metrics artifacts are metadata only (no digest), so they are not in the second list.
+    """
     slots: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     with_content = []
     for event, art in store.artifacts_of(execution_id):
         if event.kind != "OUTPUT":
             continue
         if art.digest:
-            with_content.append(art.uri)
+            with_content.append(art)
         slots[event.slot].append(
             (
                 event.index,
@@ -77,11 +127,3 @@ def outputs_of(
         slot: [a for _, a in sorted(items, key=lambda i: i[0])] for slot, items in slots.items()
     }
     return Outputs(dict(parameters), artifacts), with_content
-
-
-def _exists(artifacts: ArtifactStore, uri: str) -> bool:
-    if "://" in uri and not uri.startswith("file://"):
-        return artifacts.exists(uri) if uri.startswith(artifacts.root) else True
-    import os
-
-    return os.path.exists(uri[len("file://") :] if uri.startswith("file://") else uri)
