@@ -1,0 +1,167 @@
+"""StoreTaskCache and ResumeCache against a real (in-memory SQLite) metadata store."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headwater.artifacts import FsspecArtifactStore
+from headwater.caching.keys import cache_key, content_digest
+from headwater.caching.resume import ResumeCache
+from headwater.caching.store import StoreTaskCache
+from headwater.engine.model import Launch, ResourceRequest
+from headwater.metadata import SqlMetadataStore
+from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
+from headwater.spec.placeholders import PlaceholderContext
+
+
+@pytest.fixture
+def store() -> SqlMetadataStore:
+    return SqlMetadataStore("sqlite://")
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> FsspecArtifactStore:
+    return FsspecArtifactStore(str(tmp_path / "root"))
+
+
+def make_launch(
+    tmp_path: Path,
+    *,
+    inputs: dict[str, list[dict[str, Any]]] | None = None,
+    params: dict[str, Any] | None = None,
+    name: str = "task",
+) -> Launch:
+    executor_input = {
+        "inputs": {
+            "parameterValues": params or {"x": 1},
+            "artifacts": {k: {"artifacts": v} for k, v in (inputs or {}).items()},
+        },
+        "outputs": {"parameters": {}, "artifacts": {}, "outputFile": str(tmp_path / "out.json")},
+    }
+    return Launch(
+        task_id=1,
+        name=name,
+        component="comp-task",
+        executor_label="exec-task",
+        container={"image": "python:3.11", "command": ["python3"], "args": ["-c", "pass"]},
+        executor_input=executor_input,
+        placeholders=PlaceholderContext(executor_input=executor_input),
+        workdir=tmp_path / "work",
+        log_path=tmp_path / "work" / "log.txt",
+        env={},
+        resources=ResourceRequest(),
+        output_types={},
+        cache_enabled=True,
+    )
+
+
+def record_success(
+    store: SqlMetadataStore, key: str, uri: str, *, run_id: str = "run-1", task: str = "task"
+) -> int:
+    if store.get_run(run_id) is None:
+        store.create_run(RunRecord(run_id, "p", "v1", "RUNNING", created_at=time.time()), ir={})
+    execution_id = store.record_execution(
+        ExecutionRecord(
+            run_id=run_id, task=task, state="SUCCEEDED", cache_key=key, outputs={"Output": 7}
+        )
+    )
+    digest = content_digest(uri)
+    artifact_id = store.record_artifact(
+        ArtifactRecord(
+            uri=uri,
+            schema_title="system.Dataset",
+            name="data",
+            digest=digest,
+            producer=execution_id,
+            created_at=time.time(),
+        )
+    )
+    store.record_event(EventRecord(execution_id, artifact_id, "OUTPUT", "data", 0))
+    return execution_id
+
+
+def write(path: Path, text: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return str(path)
+
+
+def test_hit_returns_recorded_outputs(store, artifacts, tmp_path) -> None:
+    uri = write(Path(artifacts.root) / "p" / "r" / "t" / "data", "rows")
+    source = record_success(store, "k1", uri)
+    hit = StoreTaskCache(store, artifacts).lookup(launch=make_launch(tmp_path), key="k1")
+    assert hit is not None
+    assert hit.source == source
+    assert hit.outputs.parameters == {"Output": 7}
+    assert [a["uri"] for a in hit.outputs.artifacts["data"]] == [uri]
+
+
+def test_unknown_key_and_empty_key_miss(store, artifacts, tmp_path) -> None:
+    cache = StoreTaskCache(store, artifacts)
+    assert cache.lookup(launch=make_launch(tmp_path), key="nope") is None
+    assert cache.lookup(launch=make_launch(tmp_path), key="") is None
+
+
+def test_deleted_output_is_a_miss(store, artifacts, tmp_path) -> None:
+    uri = write(Path(artifacts.root) / "p" / "r" / "t" / "data", "rows")
+    record_success(store, "k1", uri)
+    os.unlink(uri)
+    assert StoreTaskCache(store, artifacts).lookup(launch=make_launch(tmp_path), key="k1") is None
+
+
+def test_output_changed_after_recording_is_a_miss(store, artifacts, tmp_path) -> None:
+    uri = write(Path(artifacts.root) / "p" / "r" / "t" / "data", "rows")
+    record_success(store, "k1", uri)
+    time.sleep(0.01)
+    write(Path(uri), "tampered")
+    assert StoreTaskCache(store, artifacts).lookup(launch=make_launch(tmp_path), key="k1") is None
+
+
+def test_fingerprint_follows_input_content_not_uri(store, artifacts, tmp_path) -> None:
+    cache = StoreTaskCache(store, artifacts)
+    first = write(tmp_path / "a" / "in.csv", "1,2,3")
+    second = write(tmp_path / "b" / "in.csv", "1,2,3")
+    art = {"name": "in", "type": {"schemaTitle": "system.Dataset"}, "metadata": {}}
+    key_a = cache.fingerprint(launch=make_launch(tmp_path, inputs={"d": [{**art, "uri": first}]}))
+    key_b = cache.fingerprint(launch=make_launch(tmp_path, inputs={"d": [{**art, "uri": second}]}))
+    assert key_a == key_b
+    time.sleep(0.01)
+    write(Path(second), "1,2,4")
+    key_c = cache.fingerprint(launch=make_launch(tmp_path, inputs={"d": [{**art, "uri": second}]}))
+    assert key_c != key_a
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        pytest.param({"params": {"x": 2}}, "parameters", id="parameter-value"),
+        pytest.param({"name": "other-task"}, None, id="task-name-is-not-in-the-key"),
+    ],
+)
+def test_key_depends_on_values_not_names(tmp_path, change, field) -> None:
+    base = cache_key(make_launch(tmp_path))
+    changed = cache_key(make_launch(tmp_path, **change))
+    assert (base != changed) == (field is not None)
+
+
+def test_env_is_part_of_the_key(tmp_path) -> None:
+    plain = make_launch(tmp_path)
+    with_env = make_launch(tmp_path)
+    with_env.env = {"MODE": "fast"}
+    assert cache_key(plain) != cache_key(with_env)
+
+
+def test_resume_reuses_the_runs_own_success_by_task_name(store, artifacts, tmp_path) -> None:
+    uri = write(Path(artifacts.root) / "p" / "run-1" / "t" / "data", "rows")
+    source = record_success(store, "", uri, task="prepare")
+    cache = ResumeCache(store, artifacts, "run-1", StoreTaskCache(store, artifacts))
+    hit = cache.lookup(launch=make_launch(tmp_path, name="prepare"), key="")
+    assert hit is not None
+    assert hit.resumed
+    assert hit.source == source
+    assert cache.lookup(launch=make_launch(tmp_path, name="train"), key="") is None
