@@ -69,7 +69,8 @@ def test_python_program_finds_the_component_source() -> None:
             "pip install ...",
             "sh",
             "-ec",
-            'python3 -m kfp.dsl.executor_main --component_module_path "$program_path/ephemeral_component.py"',
+            "python3 -m kfp.dsl.executor_main --component_module_path"
+            ' "$program_path/ephemeral_component.py"',
             "def f(): pass\n",
         ],
         "args": ["--executor_input", "{{$}}", "--function_to_execute", "f"],
