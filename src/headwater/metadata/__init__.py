@@ -50,7 +50,8 @@ def open_store(url: str | None = None) -> MetadataStore:
         StorageError: The URL is malformed or the database cannot be opened.
     """
     from headwater import config
-    from headwater.metadata.sql import SqlMetadataStore, sqlite_file
+    from headwater.metadata.connect import sqlite_file
+    from headwater.metadata.sql import SqlMetadataStore
 
     url = url or config.metadata_url()
     path = sqlite_file(url)

@@ -1,55 +1,21 @@
 """`SqlMetadataStore`: the metadata store on SQLite (the default) or PostgreSQL, via SQLAlchemy.
 
-Opening a store migrates its database to the newest schema (see `migrations`). SQLite runs in
-WAL mode with a 30 s busy timeout; write transactions start with `BEGIN IMMEDIATE`, so
-concurrent writers queue instead of failing, and are retried a few times if the database is
-still locked. Queries are Core statements over the tables in `schema`; lineage walks the
-events table one breadth-first level per query.
+The store's methods are Core statements over the tables in `schema`, each in one
+transaction of a `connect.Database` (which opens, migrates, and retries locked writes);
+reads shared with the lineage walk are in `queries`, the walk itself in `lineage`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
-import re
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, cast
 
-from sqlalchemy import (
-    URL,
-    ColumnElement,
-    Connection,
-    Engine,
-    Row,
-    RowMapping,
-    Select,
-    Table,
-    create_engine,
-    delete,
-    event,
-    exists,
-    insert,
-    make_url,
-    or_,
-    select,
-    update,
-)
-from sqlalchemy.exc import (
-    ArgumentError,
-    IntegrityError,
-    NoSuchModuleError,
-    OperationalError,
-    SQLAlchemyError,
-)
-from sqlalchemy.pool import StaticPool
+from sqlalchemy import Connection, delete, exists, insert, or_, select, update
 
-from headwater.errors import NotFoundError, StorageError, UserError
-from headwater.metadata import migrations, schema
+from headwater.errors import NotFoundError, UserError
 from headwater.metadata.base import (
     ArtifactRecord,
     Direction,
@@ -59,28 +25,26 @@ from headwater.metadata.base import (
     MetadataStore,
     RunRecord,
 )
+from headwater.metadata.connect import Database, mask_url, sqlite_file
+from headwater.metadata.lineage import lineage_graph
+from headwater.metadata.queries import (
+    artifact_key,
+    artifact_record,
+    chunks,
+    execution_record,
+    resolve_run_id,
+    scalars,
+    select_runs,
+)
+from headwater.metadata.schema import ARTIFACTS, EVENTS, EXECUTIONS, METRICS, PIPELINES, RUNS
 
-T = TypeVar("T")
+# `mask_url` and `sqlite_file` live in `connect`; they stay importable from here.
+__all__ = ["SqlMetadataStore", "ir_digest", "mask_url", "sqlite_file"]
 
-PIPELINES = cast(Table, schema.Pipeline.__table__)
-RUNS = cast(Table, schema.Run.__table__)
-EXECUTIONS = cast(Table, schema.Execution.__table__)
-ARTIFACTS = cast(Table, schema.Artifact.__table__)
-EVENTS = cast(Table, schema.Event.__table__)
-METRICS = cast(Table, schema.Metric.__table__)
-
-#: Attempts for a write that finds the SQLite database locked past its busy timeout.
-WRITE_ATTEMPTS = 4
-_BUSY_TIMEOUT_MS = 30_000
-_CHUNK = 500  # ids per `IN (...)`, well under SQLite's bound-parameter limit
 _INTERRUPTED = {
     "error_type": "Interrupted",
     "message": "the engine stopped before the task finished",
 }
-_URL_HELP = (
-    "use 'sqlite:////absolute/path/metadata.db' or "
-    "'postgresql+psycopg://user:password@host:5432/database' (set HEADWATER_METADATA_URL)"
-)
 
 
 class SqlMetadataStore(MetadataStore):
@@ -102,19 +66,9 @@ class SqlMetadataStore(MetadataStore):
     """
 
     def __init__(self, url: str) -> None:
-        self.url = mask_url(url)
-        self._engine, sqlite_path = _make_engine(url, self.url)
-        self._writer = self._engine.execution_options(headwater_write=True)
-        # One shared in-memory connection must not be used by two threads at once.
-        self._serial: threading.RLock | None = None
-        if isinstance(self._engine.pool, StaticPool):
-            self._serial = threading.RLock()
-        lock = None if sqlite_path is None else sqlite_path.with_name(sqlite_path.name + ".lock")
-        try:
-            migrations.upgrade(self._writer, lock_path=lock)
-        except Exception as exc:
-            self._engine.dispose()
-            raise _open_error(self.url, exc) from exc
+        self._db = Database(url)
+        self.url = self._db.url
+        self._engine = self._db.engine  # for diagnostics: its dialect, its connections
 
     def __enter__(self) -> SqlMetadataStore:
         return self
@@ -124,37 +78,6 @@ class SqlMetadataStore(MetadataStore):
 
     def __repr__(self) -> str:
         return f"SqlMetadataStore({self.url!r})"
-
-    # -- transactions ---------------------------------------------------------------------
-
-    def _tx(self, fn: Callable[[Connection], T], *, write: bool = False, refers_to: str = "") -> T:
-        """Run `fn` in one transaction; retry writes that find the database locked or that
-        lost an insert race (a unique key taken meanwhile by another process). A constraint
-        still violated after that is a reference to a missing record: `refers_to` names it."""
-        engine = self._writer if write else self._engine
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                with self._serial or contextlib.nullcontext(), engine.begin() as conn:
-                    return fn(conn)
-            except OperationalError as exc:
-                if write and _is_locked(exc) and attempt < WRITE_ATTEMPTS:
-                    time.sleep(0.05 * 4**attempt)
-                    continue
-                raise StorageError(
-                    f"metadata store {self.url!r} failed: {_first_line(exc)}: "
-                    "check that the database is reachable and not locked by another program"
-                ) from exc
-            except IntegrityError as exc:
-                if write and attempt < 2:
-                    continue
-                if not refers_to:
-                    raise
-                raise NotFoundError(
-                    f"{refers_to} is not in the metadata store {self.url!r} "
-                    f"({_first_line(exc)}): record it first"
-                ) from exc
 
     # -- runs -----------------------------------------------------------------------------
 
@@ -202,7 +125,7 @@ class SqlMetadataStore(MetadataStore):
                 )
             )
 
-        self._tx(write, write=True)
+        self._db.transaction(write, write=True)
 
     def reopen_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> None:
         """Mark a finished run RUNNING again under a new engine (to resume it).
@@ -241,7 +164,7 @@ class SqlMetadataStore(MetadataStore):
             if done.rowcount == 0:
                 raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
 
-        self._tx(write, write=True)
+        self._db.transaction(write, write=True)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """One run with its metrics, or None; a unique prefix of the id also matches.
@@ -251,19 +174,19 @@ class SqlMetadataStore(MetadataStore):
         """
 
         def read(conn: Connection) -> RunRecord | None:
-            full = _resolve_run_id(conn, run_id)
+            full = resolve_run_id(conn, run_id)
             if full is None:
                 return None
-            runs = _select_runs(conn, RUNS.c.run_id == full)
+            runs = select_runs(conn, RUNS.c.run_id == full)
             return runs[0] if runs else None
 
-        return self._tx(read)
+        return self._db.transaction(read)
 
     def get_pipeline_ir(self, run_id: str) -> dict[str, Any] | None:
         """The IR the run executed, or None for an unknown run (a unique prefix matches)."""
 
         def read(conn: Connection) -> dict[str, Any] | None:
-            full = _resolve_run_id(conn, run_id)
+            full = resolve_run_id(conn, run_id)
             if full is None:
                 return None
             query = (
@@ -274,7 +197,7 @@ class SqlMetadataStore(MetadataStore):
             ir = conn.execute(query).scalar()
             return dict(ir) if ir is not None else None
 
-        return self._tx(read)
+        return self._db.transaction(read)
 
     def list_runs(
         self, *, pipeline: str | None = None, state: str | None = None, limit: int | None = None
@@ -285,11 +208,11 @@ class SqlMetadataStore(MetadataStore):
             where.append(PIPELINES.c.name == pipeline)
         if state is not None:
             where.append(RUNS.c.state == state)
-        return self._tx(lambda conn: _select_runs(conn, *where, limit=limit))
+        return self._db.transaction(lambda conn: select_runs(conn, *where, limit=limit))
 
     def running_runs(self) -> list[RunRecord]:
         """Runs still marked RUNNING, newest first."""
-        return self._tx(lambda conn: _select_runs(conn, RUNS.c.state == "RUNNING"))
+        return self._db.transaction(lambda conn: select_runs(conn, RUNS.c.state == "RUNNING"))
 
     def delete_run(self, run_id: str) -> list[str]:
         """Delete a run with its executions, events and metrics, and the artifacts only it used.
@@ -312,8 +235,8 @@ class SqlMetadataStore(MetadataStore):
                 raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
             here = select(EXECUTIONS.c.id).where(EXECUTIONS.c.run_id == run_id)
             ids = list(conn.execute(here).scalars())
-            touched = _scalars(conn, select(EVENTS.c.artifact_id), EVENTS.c.execution_id, ids)
-            touched |= _scalars(conn, select(ARTIFACTS.c.id), ARTIFACTS.c.producer, ids)
+            touched = scalars(conn, select(EVENTS.c.artifact_id), EVENTS.c.execution_id, ids)
+            touched |= scalars(conn, select(ARTIFACTS.c.id), ARTIFACTS.c.producer, ids)
             # EXISTS stops at the first other use: a dataset every run reads is no scan.
             used = exists().where(
                 EVENTS.c.artifact_id == ARTIFACTS.c.id,
@@ -324,10 +247,10 @@ class SqlMetadataStore(MetadataStore):
                 EXECUTIONS.c.id == ARTIFACTS.c.producer, EXECUTIONS.c.run_id != run_id
             )
             kept = select(ARTIFACTS.c.id).where(or_(used, made))
-            doomed = touched - _scalars(conn, kept, ARTIFACTS.c.id, touched)
-            uris = sorted(_scalars(conn, select(ARTIFACTS.c.uri), ARTIFACTS.c.id, doomed))
+            doomed = touched - scalars(conn, kept, ARTIFACTS.c.id, touched)
+            uris = sorted(scalars(conn, select(ARTIFACTS.c.uri), ARTIFACTS.c.id, doomed))
             # Explicit, in dependency order, so it also holds where foreign keys are off.
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 conn.execute(delete(EVENTS).where(EVENTS.c.execution_id.in_(chunk)))
                 conn.execute(
                     update(EXECUTIONS)
@@ -337,7 +260,7 @@ class SqlMetadataStore(MetadataStore):
                 conn.execute(
                     update(ARTIFACTS).where(ARTIFACTS.c.producer.in_(chunk)).values(producer=None)
                 )
-            for chunk in _chunks(doomed):
+            for chunk in chunks(doomed):
                 conn.execute(delete(EVENTS).where(EVENTS.c.artifact_id.in_(chunk)))
                 conn.execute(delete(ARTIFACTS).where(ARTIFACTS.c.id.in_(chunk)))
             conn.execute(delete(METRICS).where(METRICS.c.run_id == run_id))
@@ -345,7 +268,7 @@ class SqlMetadataStore(MetadataStore):
             conn.execute(delete(RUNS).where(RUNS.c.run_id == run_id))
             return uris
 
-        return self._tx(write, write=True)
+        return self._db.transaction(write, write=True)
 
     def mark_interrupted(self, run_id: str, *, finished_at: float) -> None:
         """Mark a RUNNING run INTERRUPTED and its RUNNING executions FAILED (with an error
@@ -372,7 +295,7 @@ class SqlMetadataStore(MetadataStore):
                 .values(state="FAILED", finished_at=finished_at, error=dict(_INTERRUPTED))
             )
 
-        self._tx(write, write=True)
+        self._db.transaction(write, write=True)
 
     # -- executions, artifacts, events ----------------------------------------------------
 
@@ -421,7 +344,7 @@ class SqlMetadataStore(MetadataStore):
             return int(conn.execute(stmt).scalar_one())
 
         cached_from = f"execution {execution.cached_from} (cached_from)"
-        return self._tx(write, write=True, refers_to=cached_from)
+        return self._db.transaction(write, write=True, refers_to=cached_from)
 
     def list_executions(self, run_id: str) -> list[ExecutionRecord]:
         """A run's executions in start order (never started ones last, in record order)."""
@@ -430,13 +353,13 @@ class SqlMetadataStore(MetadataStore):
             .where(EXECUTIONS.c.run_id == run_id)
             .order_by(EXECUTIONS.c.started_at.is_(None), EXECUTIONS.c.started_at, EXECUTIONS.c.id)
         )
-        return self._tx(lambda conn: [_execution(r) for r in conn.execute(query)])
+        return self._db.transaction(lambda conn: [execution_record(r) for r in conn.execute(query)])
 
     def get_execution(self, execution_id: int) -> ExecutionRecord | None:
         """One execution by id, or None."""
         query = select(EXECUTIONS).where(EXECUTIONS.c.id == execution_id)
-        row = self._tx(lambda conn: conn.execute(query).first())
-        return None if row is None else _execution(row)
+        row = self._db.transaction(lambda conn: conn.execute(query).first())
+        return None if row is None else execution_record(row)
 
     def record_artifact(self, artifact: ArtifactRecord) -> int:
         """Insert an artifact, or update the one with the same URI; return its id.
@@ -476,14 +399,18 @@ class SqlMetadataStore(MetadataStore):
             )
             return int(conn.execute(stmt).scalar_one())
 
-        return self._tx(write, write=True, refers_to=f"producer execution {artifact.producer}")
+        return self._db.transaction(
+            write, write=True, refers_to=f"producer execution {artifact.producer}"
+        )
 
     def get_artifact(self, ref: int | str) -> ArtifactRecord | None:
         """An artifact by id (an int, a string of digits or "a:<id>") or by URI, or None."""
-        key = _artifact_key(ref)
+        key = artifact_key(ref)
         column = ARTIFACTS.c.id if isinstance(key, int) else ARTIFACTS.c.uri
-        row = self._tx(lambda conn: conn.execute(select(ARTIFACTS).where(column == key)).first())
-        return None if row is None else _artifact(row)
+        row = self._db.transaction(
+            lambda conn: conn.execute(select(ARTIFACTS).where(column == key)).first()
+        )
+        return None if row is None else artifact_record(row)
 
     def record_event(self, event: EventRecord) -> None:
         """Link an execution and an artifact; recording the same event again does nothing.
@@ -507,7 +434,7 @@ class SqlMetadataStore(MetadataStore):
                 conn.execute(insert(EVENTS).values(key))
 
         missing = f"execution {event.execution_id} or artifact {event.artifact_id}"
-        self._tx(write, write=True, refers_to=missing)
+        self._db.transaction(write, write=True, refers_to=missing)
 
     def artifacts_of(self, execution_id: int) -> list[tuple[EventRecord, ArtifactRecord]]:
         """The artifacts an execution consumed and produced: inputs first, by slot and index."""
@@ -523,10 +450,10 @@ class SqlMetadataStore(MetadataStore):
             for row in conn.execute(query):
                 kind = cast(Literal["INPUT", "OUTPUT"], row.kind)
                 ev = EventRecord(execution_id, row.id, kind, row.slot, row.event_index)
-                out.append((ev, _artifact(row)))
+                out.append((ev, artifact_record(row)))
             return out
 
-        return self._tx(read)
+        return self._db.transaction(read)
 
     def record_metrics(
         self, run_id: str, execution_id: int, artifact_id: int, metrics: dict[str, float]
@@ -561,7 +488,7 @@ class SqlMetadataStore(MetadataStore):
             )
             conn.execute(insert(METRICS), rows)
 
-        self._tx(write, write=True, refers_to=f"run {run_id!r}")
+        self._db.transaction(write, write=True, refers_to=f"run {run_id!r}")
 
     # -- caching and lineage ------------------------------------------------------------
 
@@ -579,13 +506,13 @@ class SqlMetadataStore(MetadataStore):
             )
             .limit(1)
         )
-        row = self._tx(lambda conn: conn.execute(query).first())
-        return None if row is None else _execution(row)
+        row = self._db.transaction(lambda conn: conn.execute(query).first())
+        return None if row is None else execution_record(row)
 
     def clear_cache(self) -> int:
         """Forget every cache key (executions stay); return how many were cleared."""
         stmt = update(EXECUTIONS).where(EXECUTIONS.c.cache_key != "").values(cache_key="")
-        return self._tx(lambda conn: int(conn.execute(stmt).rowcount), write=True)
+        return self._db.transaction(lambda conn: int(conn.execute(stmt).rowcount), write=True)
 
     def lineage(
         self, ref: int | str, *, direction: Direction = "both", depth: int = 10
@@ -607,451 +534,17 @@ class SqlMetadataStore(MetadataStore):
         """
         if direction not in ("upstream", "downstream", "both"):
             raise ValueError(f"direction {direction!r}: expected upstream, downstream or both")
-        return self._tx(lambda conn: _lineage(conn, ref, direction, depth, self.url))
+        return self._db.transaction(
+            lambda conn: lineage_graph(conn, ref, direction, depth, self.url)
+        )
 
     def close(self) -> None:
         """Release connections. A file or server store reconnects if used again; an
         in-memory one is gone."""
-        self._engine.dispose()
-
-
-# -- opening ----------------------------------------------------------------------------
-
-
-def mask_url(url: str) -> str:
-    """`url` with any password replaced by ***, for messages and logs."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return re.sub(r"(//[^/:@]*:)[^/@]*@", r"\1***@", url)
+        self._db.dispose()
 
 
 def ir_digest(ir: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of an IR document (the pipeline version)."""
     text = json.dumps(ir, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _make_engine(url: str, masked: str) -> tuple[Engine, Path | None]:
-    """An engine for `url` and, for a SQLite file, its path (None otherwise)."""
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError) as exc:
-        raise StorageError(
-            f"metadata store URL {masked!r} is not a SQLAlchemy URL: {_URL_HELP}"
-        ) from exc
-    parsed = _with_driver(parsed)
-    kwargs: dict[str, Any] = {"json_serializer": _json_dumps}
-    sqlite_path = _sqlite_path(parsed)
-    if sqlite_path is not None:
-        if not sqlite_path.parent.is_dir():
-            raise StorageError(
-                f"metadata store URL {masked!r}: directory {str(sqlite_path.parent)!r} "
-                "does not exist: create it, or point the URL at an existing directory"
-            )
-        parsed = parsed.set(database=str(sqlite_path))
-    in_memory = _sqlite_in_memory(parsed)
-    if in_memory:
-        kwargs["poolclass"] = StaticPool
-        kwargs["connect_args"] = {"check_same_thread": False}
-    elif parsed.get_backend_name() == "postgresql":
-        kwargs["pool_pre_ping"] = True
-        if parsed.get_driver_name() == "psycopg" and "connect_timeout" not in parsed.query:
-            kwargs["connect_args"] = {"connect_timeout": 10}
-    try:
-        engine = create_engine(parsed, **kwargs)
-    except NoSuchModuleError as exc:
-        raise StorageError(
-            f"metadata store URL {masked!r}: unknown database "
-            f"{parsed.drivername!r} (known: sqlite, postgresql): {_URL_HELP}"
-        ) from exc
-    except ImportError as exc:
-        extra = (
-            "pip install 'headwater[postgres]'"
-            if parsed.get_backend_name() == "postgresql"
-            else "install it, or use SQLite or PostgreSQL"
-        )
-        raise StorageError(
-            f"metadata store URL {masked!r} needs the database driver {exc.name!r}, "
-            f"which is not installed: {extra}"
-        ) from exc
-    except (ArgumentError, TypeError, ValueError) as exc:
-        raise StorageError(
-            f"metadata store URL {masked!r}: {_first_line(exc)}: {_URL_HELP}"
-        ) from exc
-    if engine.dialect.name == "sqlite":
-        _configure_sqlite(engine, in_memory=in_memory)
-    return engine, sqlite_path
-
-
-def sqlite_file(url: str) -> Path | None:
-    """The database file a `sqlite:///...` URL names; None for other or in-memory URLs."""
-    try:
-        return _sqlite_path(make_url(url))
-    except (ArgumentError, ValueError):
-        return None
-
-
-def _sqlite_path(url: URL) -> Path | None:
-    if url.get_backend_name() != "sqlite" or _sqlite_in_memory(url):
-        return None
-    database = url.database or ""
-    if database.startswith("file:"):  # an SQLite URI filename (uri=true): used as given
-        return None
-    return Path(database).expanduser().absolute()
-
-
-def _sqlite_in_memory(url: URL) -> bool:
-    database = url.database or ""
-    return url.get_backend_name() == "sqlite" and (
-        database in ("", ":memory:") or url.query.get("mode") == "memory"
-    )
-
-
-def _with_driver(url: URL) -> URL:
-    """`postgres://`/`postgresql://` use psycopg 3 (our `postgres` extra) unless psycopg2 is
-    installed, which is SQLAlchemy's default driver."""
-    import importlib.util
-
-    if url.drivername in ("postgres", "postgresql"):
-        has_psycopg2 = importlib.util.find_spec("psycopg2") is not None
-        has_psycopg = importlib.util.find_spec("psycopg") is not None
-        driver = "postgresql+psycopg" if has_psycopg and not has_psycopg2 else "postgresql"
-        return url.set(drivername=driver)
-    return url
-
-
-def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
-    """Pragmas on every connection; we issue BEGIN ourselves (IMMEDIATE for writes)."""
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Autocommit at the driver level: pysqlite's own implicit BEGIN would be DEFERRED,
-        # and a deferred transaction that later writes can fail at once with "locked".
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        if not in_memory:
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        write = conn.get_execution_options().get("headwater_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-def _open_error(masked: str, exc: BaseException) -> StorageError:
-    if isinstance(exc, StorageError):
-        return exc
-    if isinstance(exc, SQLAlchemyError):
-        fix = (
-            "check that the path is a writable SQLite database file"
-            if masked.startswith("sqlite")
-            else "check that the server is running and the host, port, database, user and "
-            "password are right"
-        )
-        return StorageError(f"cannot open metadata store {masked!r}: {_first_line(exc)}: {fix}")
-    from alembic.util import CommandError
-
-    if isinstance(exc, CommandError):  # a revision we do not know
-        return StorageError(
-            f"metadata store {masked!r} has a schema newer than this Headwater knows "
-            f"({_first_line(exc)}; newest known {migrations.HEAD!r}): upgrade headwater, "
-            "or use another metadata URL"
-        )
-    return StorageError(f"cannot open metadata store {masked!r}: {_first_line(exc)}")
-
-
-def _json_dumps(value: Any) -> str:
-    """JSON for a column: non-finite floats as strings (PostgreSQL's json rejects NaN) and
-    anything else json cannot encode as its str()."""
-    try:
-        return json.dumps(value, allow_nan=False, default=str)
-    except ValueError:
-        return json.dumps(_finite(value), allow_nan=False, default=str)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # 'nan', 'inf', '-inf'
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
-def _first_line(exc: BaseException) -> str:
-    inner = getattr(exc, "orig", None) or exc
-    lines = str(inner).strip().splitlines()
-    return " ".join(lines[0].split()) if lines else type(inner).__name__
-
-
-def _is_locked(exc: OperationalError) -> bool:
-    text = str(exc.orig).lower()
-    return "database is locked" in text or "database is busy" in text
-
-
-# -- queries ----------------------------------------------------------------------------
-
-
-def _chunks(ids: Iterable[T], size: int = _CHUNK) -> Iterator[list[T]]:
-    batch: list[T] = []
-    for item in ids:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _scalars(
-    conn: Connection, query: Select[Any], key: ColumnElement[Any], ids: Iterable[Any]
-) -> set[Any]:
-    """The first column of `query` over rows whose `key` is in `ids`, batched."""
-    found: set[Any] = set()
-    for chunk in _chunks(sorted(ids)):
-        found.update(conn.execute(query.where(key.in_(chunk))).scalars())
-    return found
-
-
-def _resolve_run_id(conn: Connection, run_id: str) -> str | None:
-    """The full id of the run `run_id` names exactly or as a unique prefix."""
-    if not run_id:
-        return None
-    if conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first():
-        return run_id
-    candidates = conn.execute(
-        select(RUNS.c.run_id).where(RUNS.c.run_id.startswith(run_id, autoescape=True))
-    ).scalars()
-    # SQLite's LIKE ignores case; ids are compared exactly here.
-    matches = sorted(c for c in candidates if c.startswith(run_id))
-    if len(matches) > 1:
-        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise NotFoundError(
-            f"run id prefix {run_id!r} is ambiguous: it matches {len(matches)} runs "
-            f"({shown}); give more characters"
-        )
-    return matches[0] if matches else None
-
-
-def _select_runs(conn: Connection, *where: Any, limit: int | None = None) -> list[RunRecord]:
-    query = (
-        select(RUNS, PIPELINES.c.name.label("pipeline"), PIPELINES.c.version)
-        .join(PIPELINES, PIPELINES.c.id == RUNS.c.pipeline_id)
-        .where(*where)
-        .order_by(RUNS.c.created_at.desc(), RUNS.c.run_id.desc())
-    )
-    if limit is not None:
-        query = query.limit(limit)
-    runs = [
-        RunRecord(
-            run_id=r.run_id,
-            pipeline=r.pipeline,
-            pipeline_version=r.version,
-            state=r.state,
-            parameters=dict(r.parameters or {}),
-            pipeline_root=r.pipeline_root,
-            created_at=r.created_at,
-            finished_at=r.finished_at,
-            outputs=dict(r.outputs or {}),
-            error=r.error,
-            engine_host=r.engine_host,
-            engine_pid=r.engine_pid,
-        )
-        for r in conn.execute(query)
-    ]
-    by_id = {run.run_id: run for run in runs}
-    for chunk in _chunks(by_id):
-        rows = conn.execute(
-            select(METRICS.c.run_id, METRICS.c.name, METRICS.c.value)
-            .where(METRICS.c.run_id.in_(chunk))
-            .order_by(METRICS.c.id)
-        )
-        for m in rows:  # a later execution logging the same name wins
-            by_id[m.run_id].metrics[m.name] = math.nan if m.value is None else m.value
-    return runs
-
-
-def _execution(row: Row[Any]) -> ExecutionRecord:
-    return ExecutionRecord(
-        id=row.id,
-        run_id=row.run_id,
-        task=row.task,
-        state=row.state,
-        component=row.component,
-        parent_dag=row.parent_dag,
-        iteration=row.iteration,
-        inputs=dict(row.inputs or {}),
-        outputs=dict(row.outputs or {}),
-        cache_key=row.cache_key,
-        cached_from=row.cached_from,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        log_path=row.log_path,
-        error=row.error,
-        attempts=row.attempts,
-    )
-
-
-def _artifact(row: Row[Any]) -> ArtifactRecord:
-    return ArtifactRecord(
-        id=row.id,
-        uri=row.uri,
-        schema_title=row.schema_title,
-        name=row.name,
-        digest=row.digest,
-        size=row.size,
-        metadata=dict(row.metadata or {}),
-        producer=row.producer,
-        created_at=row.created_at,
-    )
-
-
-def _artifact_key(ref: int | str) -> int | str:
-    """An artifact reference as an id (int) or a URI (str)."""
-    if isinstance(ref, int) and not isinstance(ref, bool):
-        return ref
-    text = str(ref).strip()
-    if text.isdigit():
-        return int(text)
-    if text.startswith("a:") and text[2:].isdigit():
-        return int(text[2:])
-    return text
-
-
-def _lineage(
-    conn: Connection, ref: int | str, direction: Direction, depth: int, masked: str
-) -> LineageGraph:
-    text = str(ref).strip() if not isinstance(ref, int) else ""
-    if text.startswith("e:") and text[2:].isdigit():
-        start: tuple[str, int] = ("e", int(text[2:]))
-        found = conn.execute(select(EXECUTIONS.c.id).where(EXECUTIONS.c.id == start[1])).first()
-    else:
-        key = _artifact_key(ref)
-        column = ARTIFACTS.c.id if isinstance(key, int) else ARTIFACTS.c.uri
-        found = conn.execute(select(ARTIFACTS.c.id).where(column == key)).first()
-        start = ("a", int(found.id) if found else 0)
-    if found is None:
-        raise NotFoundError(
-            f"no artifact or execution {ref!r} in the metadata store {masked!r}: pass an "
-            "artifact id, an artifact URI, or e:<execution id>"
-        )
-    walk = _Walk(conn)
-    walk.seen[start] = None
-    if direction in ("upstream", "both"):
-        walk.run(start, upstream=True, depth=depth)
-    if direction in ("downstream", "both"):
-        walk.run(start, upstream=False, depth=depth)
-    return walk.graph()
-
-
-class _Walk:
-    """Breadth-first walk over events: one query per level and direction, ids batched."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.seen: dict[tuple[str, int], None] = {}  # ordered set of ("a"|"e", id)
-        self.edges: dict[tuple[str, str, str, str], None] = {}
-
-    def run(self, start: tuple[str, int], *, upstream: bool, depth: int) -> None:
-        # Upstream: artifact <-OUTPUT- execution <-INPUT- artifact; downstream the reverse.
-        to_executions = "OUTPUT" if upstream else "INPUT"
-        to_artifacts = "INPUT" if upstream else "OUTPUT"
-        seen_a: set[int] = set()
-        seen_e: set[int] = set()
-        artifacts: set[int] = set()
-        executions: set[int] = set()
-        layers = 0
-        if start[0] == "a":
-            seen_a.add(start[1])
-            artifacts = set(seen_a)
-        elif depth >= 1:
-            seen_e.add(start[1])
-            executions = set(seen_e)
-            layers = 1
-        while True:
-            if executions:
-                rows = self._events("execution_id", executions, to_artifacts)
-                artifacts = {r.artifact_id for r in rows} - seen_a
-                seen_a |= artifacts
-                self._add(rows, "a", artifacts)
-            if not artifacts or layers >= depth:
-                return
-            rows = self._events("artifact_id", artifacts, to_executions)
-            executions = {r.execution_id for r in rows} - seen_e
-            seen_e |= executions
-            self._add(rows, "e", executions)
-            layers += 1
-            if not executions:
-                return
-
-    def _add(self, rows: list[Row[Any]], kind: str, new: set[int]) -> None:
-        for r in rows:
-            a, e = f"a:{r.artifact_id}", f"e:{r.execution_id}"
-            pair = (a, e) if r.kind == "INPUT" else (e, a)
-            self.edges[(*pair, r.kind, r.slot)] = None
-        self.seen.update(dict.fromkeys((kind, i) for i in sorted(new)))
-
-    def _events(self, column: str, ids: set[int], kind: str) -> list[Row[Any]]:
-        rows: list[Row[Any]] = []
-        for chunk in _chunks(sorted(ids)):
-            query = select(
-                EVENTS.c.execution_id, EVENTS.c.artifact_id, EVENTS.c.kind, EVENTS.c.slot
-            ).where(EVENTS.c[column].in_(chunk), EVENTS.c.kind == kind)
-            rows.extend(self.conn.execute(query.order_by(EVENTS.c.id)))
-        return rows
-
-    def graph(self) -> LineageGraph:
-        """The nodes (in walk order, runs last) and edges, loaded in batches."""
-        nodes: dict[str, dict[str, Any]] = {f"{k}:{i}": {} for k, i in self.seen}
-        edges = [{"from": f, "to": t, "kind": k, "slot": s} for f, t, k, s in self.edges]
-        run_ids: dict[str, None] = {}
-        ids = [i for k, i in self.seen if k == "e"]
-        for r in self._fetch(select(*_EXECUTION_NODE), EXECUTIONS.c.id, ids):
-            node = {**r, "id": f"e:{r['id']}", "inputs": dict(r["inputs"] or {})}
-            nodes[node["id"]] = {"id": node["id"], "kind": "execution", **node}
-            run_ids[r["run_id"]] = None
-            edges.append({"from": f"r:{r['run_id']}", "to": node["id"], "kind": "RUN", "slot": ""})
-        ids = [i for k, i in self.seen if k == "a"]
-        for r in self._fetch(select(*_ARTIFACT_NODE), ARTIFACTS.c.id, ids):
-            node = {**r, "id": f"a:{r['id']}"}
-            nodes[node["id"]] = {"id": node["id"], "kind": "artifact", **node}
-        runs = select(RUNS.c.run_id, PIPELINES.c.name, RUNS.c.state).join(
-            PIPELINES, PIPELINES.c.id == RUNS.c.pipeline_id
-        )
-        for r in self._fetch(runs, RUNS.c.run_id, list(run_ids)):
-            nodes[f"r:{r['run_id']}"] = {
-                "id": f"r:{r['run_id']}",
-                "kind": "run",
-                "pipeline": r["name"],
-                "state": r["state"],
-            }
-        return LineageGraph(nodes=[n for n in nodes.values() if n], edges=edges)
-
-    def _fetch(
-        self, query: Select[Any], key: ColumnElement[Any], ids: list[Any]
-    ) -> Iterator[RowMapping]:
-        for chunk in _chunks(ids):
-            yield from self.conn.execute(query.where(key.in_(chunk))).mappings()
-
-
-_EXECUTION_NODE = (
-    EXECUTIONS.c.id,
-    EXECUTIONS.c.task,
-    EXECUTIONS.c.run_id,
-    EXECUTIONS.c.state,
-    EXECUTIONS.c.inputs,
-    EXECUTIONS.c.component,
-)
-_ARTIFACT_NODE = (
-    ARTIFACTS.c.id,
-    ARTIFACTS.c.uri,
-    ARTIFACTS.c.name,
-    ARTIFACTS.c.schema_title,
-    ARTIFACTS.c.digest,
-)

@@ -36,7 +36,7 @@ def test_head_constant_is_the_newest_revision() -> None:
 def test_migrated_database_matches_the_models(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'md.db'}"
     SqlMetadataStore(url).close()
-    assert diffs(url, schema.Base.metadata) == []
+    assert diffs(url, schema.METADATA) == []
     engine = sa.create_engine(url)
     assert set(sa.inspect(engine).get_table_names()) == TABLES
     engine.dispose()
@@ -47,7 +47,7 @@ def test_the_parity_check_sees_a_difference(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'md.db'}"
     SqlMetadataStore(url).close()
     changed = sa.MetaData()
-    for table in schema.Base.metadata.tables.values():
+    for table in schema.METADATA.tables.values():
         table.to_metadata(changed)
     changed.tables["runs"].append_column(sa.Column("extra", sa.String()))
     assert [d[0] for d in diffs(url, changed)] == ["add_column"]  # type: ignore[index]

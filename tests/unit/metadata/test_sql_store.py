@@ -14,8 +14,9 @@ import pytest
 from store_scenarios import SCENARIOS, add_execution, add_run, run_writers
 
 from headwater.errors import StorageError
-from headwater.metadata import MetadataStore, open_store, sql
-from headwater.metadata.sql import SqlMetadataStore, mask_url
+from headwater.metadata import MetadataStore, connect, open_store
+from headwater.metadata.connect import mask_url
+from headwater.metadata.sql import SqlMetadataStore
 
 
 @pytest.fixture(params=["file", "memory"])
@@ -164,6 +165,27 @@ def test_importing_the_package_does_not_import_sqlalchemy() -> None:
     assert done.stdout.strip() == "True"
 
 
+def test_using_a_current_store_imports_neither_the_orm_nor_alembic(tmp_path: Path) -> None:
+    # Every CLI command opens the store: the ORM and alembic would add ~0.1 s to each.
+    url = f"sqlite:///{tmp_path / 'md.db'}"
+    SqlMetadataStore(url).close()  # creates the tables: alembic runs here, not below
+    script = f"""
+import sys
+from headwater.metadata import ExecutionRecord, RunRecord, open_store
+store = open_store({url!r})
+store.create_run(RunRecord("r", "p", "", "RUNNING"), ir={{}})
+store.record_execution(ExecutionRecord(run_id="r", task="t", state="SUCCEEDED"))
+store.list_runs()
+store.lineage("e:1")
+store.close()
+print(sorted(m for m in sys.modules if m.split(".")[0] == "alembic" or "sqlalchemy.orm" in m))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
 def test_in_memory_store_is_safe_across_threads() -> None:
     with SqlMetadataStore("sqlite://") as store:
         add_run(store, "r")
@@ -190,7 +212,7 @@ def test_writes_retry_while_the_database_is_locked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "md.db"
-    monkeypatch.setattr(sql, "_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(connect, "BUSY_TIMEOUT_MS", 50)
     with SqlMetadataStore(f"sqlite:///{path}") as store:
         add_run(store, "r")
         blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -209,8 +231,8 @@ def test_a_lock_held_too_long_is_a_storage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "md.db"
-    monkeypatch.setattr(sql, "_BUSY_TIMEOUT_MS", 10)
-    monkeypatch.setattr(sql, "WRITE_ATTEMPTS", 2)
+    monkeypatch.setattr(connect, "BUSY_TIMEOUT_MS", 10)
+    monkeypatch.setattr(connect, "WRITE_ATTEMPTS", 2)
     with SqlMetadataStore(f"sqlite:///{path}") as store:
         blocker = sqlite3.connect(path, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")

@@ -10,13 +10,13 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from headwater.metadata.schema import Base
+from headwater.metadata.schema import METADATA
 
 
 def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=Base.metadata,
+        target_metadata=METADATA,
         render_as_batch=True,  # SQLite rebuilds tables for most ALTERs
     )
     with context.begin_transaction():

@@ -1,0 +1,292 @@
+"""Opening a metadata database: URL checks, engines, SQLite settings, migration, transactions.
+
+`Database` is what `SqlMetadataStore` stands on. Opening one validates the URL (every
+failure is a one-line `StorageError` that hides the password), creates the engine, and
+migrates the schema to the newest revision (see `migrations`). SQLite runs in WAL mode with
+a 30 s busy timeout; write transactions start with `BEGIN IMMEDIATE`, so concurrent writers
+queue instead of failing, and are retried a few times if the database is still locked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.pool import StaticPool
+
+from headwater.errors import NotFoundError, StorageError
+from headwater.metadata import migrations
+
+T = TypeVar("T")
+
+#: Attempts for a write that finds the SQLite database locked past its busy timeout.
+WRITE_ATTEMPTS = 4
+#: How long (ms) SQLite waits on a lock before a statement fails with "database is locked".
+BUSY_TIMEOUT_MS = 30_000
+_URL_HELP = (
+    "use 'sqlite:////absolute/path/metadata.db' or "
+    "'postgresql+psycopg://user:password@host:5432/database' (set HEADWATER_METADATA_URL)"
+)
+
+
+class Database:
+    """An open metadata database, migrated to the newest schema.
+
+    Args:
+        url: A SQLAlchemy URL (see `SqlMetadataStore`).
+
+    Raises:
+        StorageError: The URL is malformed, names an unknown database or a missing driver,
+            or the database cannot be reached or was made by a newer Headwater.
+    """
+
+    def __init__(self, url: str) -> None:
+        #: The URL with its password masked, for messages.
+        self.url = mask_url(url)
+        self.engine, sqlite_path = _make_engine(url, self.url)
+        self._writer = self.engine.execution_options(headwater_write=True)
+        # One shared in-memory connection must not be used by two threads at once.
+        self._serial: threading.RLock | None = None
+        if isinstance(self.engine.pool, StaticPool):
+            self._serial = threading.RLock()
+        lock = None if sqlite_path is None else sqlite_path.with_name(sqlite_path.name + ".lock")
+        try:
+            migrations.upgrade(self._writer, lock_path=lock)
+        except Exception as exc:
+            self.engine.dispose()
+            raise _open_error(self.url, exc) from exc
+
+    def transaction(
+        self, fn: Callable[[Connection], T], *, write: bool = False, refers_to: str = ""
+    ) -> T:
+        """Run `fn` in one transaction and return its result.
+
+        Writes that find the database locked, or that lose an insert race (a unique key
+        taken meanwhile by another process), are retried.
+
+        Args:
+            fn: The work, given the transaction's connection.
+            write: Start a write transaction (`BEGIN IMMEDIATE` on SQLite).
+            refers_to: What a constraint still violated after the retries refers to (a
+                missing record), for the NotFoundError; empty to re-raise the IntegrityError.
+
+        Raises:
+            StorageError: The database failed, or stayed locked through every attempt.
+            NotFoundError: A reference to `refers_to` failed.
+        """
+        engine = self._writer if write else self.engine
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self._serial or contextlib.nullcontext(), engine.begin() as conn:
+                    return fn(conn)
+            except OperationalError as exc:
+                if write and _is_locked(exc) and attempt < WRITE_ATTEMPTS:
+                    time.sleep(0.05 * 4**attempt)
+                    continue
+                raise StorageError(
+                    f"metadata store {self.url!r} failed: {first_line(exc)}: "
+                    "check that the database is reachable and not locked by another program"
+                ) from exc
+            except IntegrityError as exc:
+                if write and attempt < 2:
+                    continue
+                if not refers_to:
+                    raise
+                raise NotFoundError(
+                    f"{refers_to} is not in the metadata store {self.url!r} "
+                    f"({first_line(exc)}): record it first"
+                ) from exc
+
+    def dispose(self) -> None:
+        """Close pooled connections; a file or server database reconnects when used again."""
+        self.engine.dispose()
+
+
+def mask_url(url: str) -> str:
+    """`url` with any password replaced by ***, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return re.sub(r"(//[^/:@]*:)[^/@]*@", r"\1***@", url)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file a `sqlite:///...` URL names; None for other or in-memory URLs."""
+    try:
+        return _sqlite_path(make_url(url))
+    except (ArgumentError, ValueError):
+        return None
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a (driver) error's message, whitespace collapsed."""
+    inner = getattr(exc, "orig", None) or exc
+    lines = str(inner).strip().splitlines()
+    return " ".join(lines[0].split()) if lines else type(inner).__name__
+
+
+def _make_engine(url: str, masked: str) -> tuple[Engine, Path | None]:
+    """An engine for `url` and, for a SQLite file, its path (None otherwise)."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise StorageError(
+            f"metadata store URL {masked!r} is not a SQLAlchemy URL: {_URL_HELP}"
+        ) from exc
+    parsed = _with_driver(parsed)
+    kwargs: dict[str, Any] = {"json_serializer": _json_dumps}
+    sqlite_path = _sqlite_path(parsed)
+    if sqlite_path is not None:
+        if not sqlite_path.parent.is_dir():
+            raise StorageError(
+                f"metadata store URL {masked!r}: directory {str(sqlite_path.parent)!r} "
+                "does not exist: create it, or point the URL at an existing directory"
+            )
+        parsed = parsed.set(database=str(sqlite_path))
+    in_memory = _sqlite_in_memory(parsed)
+    if in_memory:
+        kwargs["poolclass"] = StaticPool
+        kwargs["connect_args"] = {"check_same_thread": False}
+    elif parsed.get_backend_name() == "postgresql":
+        kwargs["pool_pre_ping"] = True
+        if parsed.get_driver_name() == "psycopg" and "connect_timeout" not in parsed.query:
+            kwargs["connect_args"] = {"connect_timeout": 10}
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except NoSuchModuleError as exc:
+        raise StorageError(
+            f"metadata store URL {masked!r}: unknown database "
+            f"{parsed.drivername!r} (known: sqlite, postgresql): {_URL_HELP}"
+        ) from exc
+    except ImportError as exc:
+        extra = (
+            "pip install 'headwater[postgres]'"
+            if parsed.get_backend_name() == "postgresql"
+            else "install it, or use SQLite or PostgreSQL"
+        )
+        raise StorageError(
+            f"metadata store URL {masked!r} needs the database driver {exc.name!r}, "
+            f"which is not installed: {extra}"
+        ) from exc
+    except (ArgumentError, TypeError, ValueError) as exc:
+        raise StorageError(
+            f"metadata store URL {masked!r}: {first_line(exc)}: {_URL_HELP}"
+        ) from exc
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine, in_memory=in_memory)
+    return engine, sqlite_path
+
+
+def _sqlite_path(url: URL) -> Path | None:
+    if url.get_backend_name() != "sqlite" or _sqlite_in_memory(url):
+        return None
+    database = url.database or ""
+    if database.startswith("file:"):  # an SQLite URI filename (uri=true): used as given
+        return None
+    return Path(database).expanduser().absolute()
+
+
+def _sqlite_in_memory(url: URL) -> bool:
+    database = url.database or ""
+    return url.get_backend_name() == "sqlite" and (
+        database in ("", ":memory:") or url.query.get("mode") == "memory"
+    )
+
+
+def _with_driver(url: URL) -> URL:
+    """`postgres://`/`postgresql://` use psycopg 3 (our `postgres` extra) unless psycopg2 is
+    installed, which is SQLAlchemy's default driver."""
+    if url.drivername in ("postgres", "postgresql"):
+        import importlib.util
+
+        has_psycopg2 = importlib.util.find_spec("psycopg2") is not None
+        has_psycopg = importlib.util.find_spec("psycopg") is not None
+        driver = "postgresql+psycopg" if has_psycopg and not has_psycopg2 else "postgresql"
+        return url.set(drivername=driver)
+    return url
+
+
+def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
+    """Pragmas on every connection; we issue BEGIN ourselves (IMMEDIATE for writes)."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Autocommit at the driver level: pysqlite's own implicit BEGIN would be DEFERRED,
+        # and a deferred transaction that later writes can fail at once with "locked".
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        if not in_memory:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get("headwater_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _open_error(masked: str, exc: BaseException) -> StorageError:
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, SQLAlchemyError):
+        fix = (
+            "check that the path is a writable SQLite database file"
+            if masked.startswith("sqlite")
+            else "check that the server is running and the host, port, database, user and "
+            "password are right"
+        )
+        return StorageError(f"cannot open metadata store {masked!r}: {first_line(exc)}: {fix}")
+    # Imported here, not above: alembic loads only when a migration has to run.
+    from alembic.util import CommandError
+
+    if isinstance(exc, CommandError):  # a revision we do not know
+        return StorageError(
+            f"metadata store {masked!r} has a schema newer than this Headwater knows "
+            f"({first_line(exc)}; newest known {migrations.HEAD!r}): upgrade headwater, "
+            "or use another metadata URL"
+        )
+    return StorageError(f"cannot open metadata store {masked!r}: {first_line(exc)}")
+
+
+def _json_dumps(value: Any) -> str:
+    """JSON for a column: non-finite floats as strings (PostgreSQL's json rejects NaN) and
+    anything else json cannot encode as its str()."""
+    try:
+        return json.dumps(value, allow_nan=False, default=str)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False, default=str)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # 'nan', 'inf', '-inf'
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _is_locked(exc: OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return "database is locked" in text or "database is busy" in text

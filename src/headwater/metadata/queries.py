@@ -1,0 +1,155 @@
+"""Reads shared by the SQL store and its lineage walk: rows to records, batched `IN` lists.
+
+Every function takes the open `Connection` of the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, Connection, Row, Select, select
+
+from headwater.errors import NotFoundError
+from headwater.metadata.base import ArtifactRecord, ExecutionRecord, RunRecord
+from headwater.metadata.schema import METRICS, PIPELINES, RUNS
+
+T = TypeVar("T")
+
+#: Ids per `IN (...)`, well under SQLite's bound-parameter limit.
+CHUNK = 500
+
+
+def chunks(ids: Iterable[T], size: int = CHUNK) -> Iterator[list[T]]:
+    """`ids` in lists of at most `size`."""
+    batch: list[T] = []
+    for item in ids:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def scalars(
+    conn: Connection, query: Select[Any], key: ColumnElement[Any], ids: Iterable[Any]
+) -> set[Any]:
+    """The first column of `query` over rows whose `key` is in `ids`, batched."""
+    found: set[Any] = set()
+    for chunk in chunks(sorted(ids)):
+        found.update(conn.execute(query.where(key.in_(chunk))).scalars())
+    return found
+
+
+def resolve_run_id(conn: Connection, run_id: str) -> str | None:
+    """The full id of the run `run_id` names exactly or as a unique prefix.
+
+    Raises:
+        NotFoundError: The prefix matches several runs (the message lists some).
+    """
+    if not run_id:
+        return None
+    if conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first():
+        return run_id
+    candidates = conn.execute(
+        select(RUNS.c.run_id).where(RUNS.c.run_id.startswith(run_id, autoescape=True))
+    ).scalars()
+    # SQLite's LIKE ignores case; ids are compared exactly here.
+    matches = sorted(c for c in candidates if c.startswith(run_id))
+    if len(matches) > 1:
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise NotFoundError(
+            f"run id prefix {run_id!r} is ambiguous: it matches {len(matches)} runs "
+            f"({shown}); give more characters"
+        )
+    return matches[0] if matches else None
+
+
+def select_runs(conn: Connection, *where: Any, limit: int | None = None) -> list[RunRecord]:
+    """The runs matching `where`, newest first, each with its metrics."""
+    query = (
+        select(RUNS, PIPELINES.c.name.label("pipeline"), PIPELINES.c.version)
+        .join(PIPELINES, PIPELINES.c.id == RUNS.c.pipeline_id)
+        .where(*where)
+        .order_by(RUNS.c.created_at.desc(), RUNS.c.run_id.desc())
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    runs = [
+        RunRecord(
+            run_id=r.run_id,
+            pipeline=r.pipeline,
+            pipeline_version=r.version,
+            state=r.state,
+            parameters=dict(r.parameters or {}),
+            pipeline_root=r.pipeline_root,
+            created_at=r.created_at,
+            finished_at=r.finished_at,
+            outputs=dict(r.outputs or {}),
+            error=r.error,
+            engine_host=r.engine_host,
+            engine_pid=r.engine_pid,
+        )
+        for r in conn.execute(query)
+    ]
+    by_id = {run.run_id: run for run in runs}
+    for chunk in chunks(by_id):
+        rows = conn.execute(
+            select(METRICS.c.run_id, METRICS.c.name, METRICS.c.value)
+            .where(METRICS.c.run_id.in_(chunk))
+            .order_by(METRICS.c.id)
+        )
+        for m in rows:  # a later execution logging the same name wins
+            by_id[m.run_id].metrics[m.name] = math.nan if m.value is None else m.value
+    return runs
+
+
+def execution_record(row: Row[Any]) -> ExecutionRecord:
+    """An `ExecutionRecord` from a row of all the executions columns."""
+    return ExecutionRecord(
+        id=row.id,
+        run_id=row.run_id,
+        task=row.task,
+        state=row.state,
+        component=row.component,
+        parent_dag=row.parent_dag,
+        iteration=row.iteration,
+        inputs=dict(row.inputs or {}),
+        outputs=dict(row.outputs or {}),
+        cache_key=row.cache_key,
+        cached_from=row.cached_from,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        log_path=row.log_path,
+        error=row.error,
+        attempts=row.attempts,
+    )
+
+
+def artifact_record(row: Row[Any]) -> ArtifactRecord:
+    """An `ArtifactRecord` from a row with all the artifacts columns."""
+    return ArtifactRecord(
+        id=row.id,
+        uri=row.uri,
+        schema_title=row.schema_title,
+        name=row.name,
+        digest=row.digest,
+        size=row.size,
+        metadata=dict(row.metadata or {}),
+        producer=row.producer,
+        created_at=row.created_at,
+    )
+
+
+def artifact_key(ref: int | str) -> int | str:
+    """An artifact reference as an id (int) or a URI (str)."""
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        return ref
+    text = str(ref).strip()
+    if text.isdigit():
+        return int(text)
+    if text.startswith("a:") and text[2:].isdigit():
+        return int(text[2:])
+    return text
