@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import socket
 import sys
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from headwater.engine.hooks import RunHooks
@@ -56,12 +57,38 @@ class MetadataRecorder(RunHooks):
         self.ir = ir
         self.parameters = parameters
         self.resumed = resumed
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="headwater-metadata")
-        self._pending: list[Future[None]] = []
+        self._queue: queue.SimpleQueue[tuple[str, Callable[..., None], tuple[Any, ...]] | None]
+        self._queue = queue.SimpleQueue()
+        self._errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._drain, name="headwater-metadata", daemon=True)
+        self._thread.start()
         self._recorded: set[str] = set()
 
-    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
-        self._pending.append(self._writer.submit(fn, *args))
+    def _submit(self, fn: Callable[..., None], *args: Any, task: str = "") -> None:
+        self._queue.put((task, fn, args))
+
+    def _drain(self) -> None:
+        """The writer thread: apply queued writes in order, each batch in one transaction."""
+        done = False
+        while not done:
+            ops = [self._queue.get()]
+            while True:
+                try:
+                    ops.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if ops[-1] is None:
+                done = True
+            work = [op for op in ops if op is not None]
+            # A task that already finished needs no RUNNING record.
+            finished = {t for t, fn, _ in work if t and fn != self._record_start}
+            work = [op for op in work if not (op[1] == self._record_start and op[0] in finished)]
+            try:
+                with self.store.batch():
+                    for _, fn, args in work:
+                        fn(*args)
+            except BaseException as exc:  # reported by flush(); the run itself goes on
+                self._errors.append(exc)
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -100,13 +127,13 @@ class MetadataRecorder(RunHooks):
             log_path=snap["log_path"],
             attempts=snap["attempts"],
         )
-        self._submit(self._record_execution, execution)
+        self._submit(self._record_start, execution, task=task.name)
 
     def after_task(self, *, run: Run, task: TaskRun, state: TaskState) -> None:
         if not task.state.final or task.resumed:
             return  # a retry is coming, or the execution is already recorded
         self._recorded.add(task.name)
-        self._submit(self._record_task, run.run_id, _snapshot(task))
+        self._submit(self._record_task, run.run_id, _snapshot(task), task=task.name)
 
     def after_run(self, *, run: Run) -> None:
         for name, state, task in run.machine.executor_tasks() if run.machine else ():
@@ -124,13 +151,12 @@ class MetadataRecorder(RunHooks):
 
     def flush(self) -> None:
         """Wait for every queued write; report (not raise) the first that failed."""
-        pending, self._pending = self._pending, []
-        for future in pending:
-            exc = future.exception()
-            if exc is not None:
-                print(f"headwater: warning: recording metadata failed: {exc}", file=sys.stderr)
-                break
-        self._writer.shutdown(wait=True)
+        self._queue.put(None)
+        self._thread.join()
+        if self._errors:
+            print(
+                f"headwater: warning: recording metadata failed: {self._errors[0]}", file=sys.stderr
+            )
 
     # -- writes (on the writer thread) ----------------------------------------------------
 
@@ -146,6 +172,9 @@ class MetadataRecorder(RunHooks):
         )
 
     def _record_execution(self, execution: ExecutionRecord) -> None:
+        self.store.record_execution(execution)
+
+    def _record_start(self, execution: ExecutionRecord) -> None:
         self.store.record_execution(execution)
 
     def _record_task(self, run_id: str, snap: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ only talks to this interface (see `headwater.metadata.sql.SqlMetadataStore`).
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -216,6 +217,10 @@ class MetadataStore(abc.ABC):
         Upstream of an artifact: its producer execution, that execution's input artifacts
         and parameters, their producers, ... and the runs the executions belong to.
         """
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """A context in which this thread's writes share one transaction (default: none)."""
+        return contextlib.nullcontext()
 
     @abc.abstractmethod
     def close(self) -> None:

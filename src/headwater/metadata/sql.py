@@ -7,6 +7,7 @@ reads shared with the lineage walk are in `queries`, the walk itself in `lineage
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -537,6 +538,10 @@ class SqlMetadataStore(MetadataStore):
         return self._db.transaction(
             lambda conn: lineage_graph(conn, ref, direction, depth, self.url)
         )
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """This thread's writes inside the block share one transaction (one commit)."""
+        return self._db.batch()
 
     def close(self) -> None:
         """Release connections. A file or server store reconnects if used again; an

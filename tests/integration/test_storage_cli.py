@@ -1,0 +1,750 @@
+"""Storage through the `headwater` CLI: runs/artifacts/lineage commands, the content-addressed
+cache, resume, a SIGKILLed engine, concurrent runs on one SQLite store, an S3 pipeline root
+(a real moto server) and PostgreSQL.
+
+Every command is a real subprocess (`python -m headwater ...`) with HEADWATER_HOME in the
+test's tmp_path; the pipelines live in `pipelines/storage_*.py`. Tasks that must be counted
+append a line per call to a file in the test's scratch directory. Waits poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+PIPELINES = Path(__file__).parent / "pipelines"
+POSTGRES_URL = os.environ.get("HEADWATER_TEST_POSTGRES_URL", "")
+
+
+class CliResult(NamedTuple):
+    """What one `headwater` invocation produced."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def describe(self) -> str:
+        return f"exit {self.returncode}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}"
+
+    def json(self) -> Any:
+        """The JSON on the last stdout line (a dict for `run`, a list for `runs list`)."""
+        assert self.returncode == 0, self.describe()
+        lines = self.stdout.strip().splitlines()
+        assert lines, self.describe()
+        return json.loads(lines[-1])
+
+
+class Cli(NamedTuple):
+    """How to start the CLI in a test: its home, working directory and environment."""
+
+    home: Path
+    cwd: Path
+    env: dict[str, str]
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "headwater", *args]
+
+    def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.argv(*args), text=True, env=self.env, cwd=self.cwd, **kwargs)
+
+    def __call__(self, *args: str, timeout: float = 60) -> CliResult:
+        proc = subprocess.run(
+            self.argv(*args),
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.cwd,
+            timeout=timeout,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    # -- the commands the tests use most ------------------------------------------------------
+
+    def run(self, name: str, *args: str, params: dict[str, Any] | None = None) -> CliResult:
+        argv = ["run", pipeline(name), "--json", *args]
+        for key, value in (params or {}).items():
+            argv += ["--param", f"{key}={value}"]
+        return self(*argv)
+
+    def run_ok(self, name: str, *args: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return succeeded(self.run(name, *args, params=params))
+
+    def runs(self, *args: str) -> list[dict[str, Any]]:
+        listed = self("runs", "list", "--json", *args).json()
+        assert isinstance(listed, list), listed
+        return listed
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        shown = self("runs", "show", run_id, "--json").json()
+        assert isinstance(shown, dict), shown
+        return shown
+
+
+@pytest.fixture
+def headwater(tmp_path: Path) -> Cli:
+    """The CLI with HEADWATER_HOME under tmp_path; call it to run a command to completion."""
+    home = tmp_path / "headwater-home"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = {**os.environ, "HEADWATER_HOME": str(home)}
+    for name in ("HEADWATER_METADATA_URL", "HEADWATER_PIPELINE_ROOT", "CUDA_VISIBLE_DEVICES"):
+        env.pop(name, None)
+    return Cli(home, cwd, env)
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """Where tasks record their calls (and find their markers)."""
+    path = tmp_path / "scratch"
+    path.mkdir()
+    return path
+
+
+def pipeline(name: str) -> str:
+    return str(PIPELINES / f"{name}.py")
+
+
+def succeeded(cli: CliResult) -> dict[str, Any]:
+    """Assert a successful `run --json` and return its summary."""
+    result = cli.json()
+    assert result["state"] == "SUCCEEDED", cli.describe()
+    return dict(result)
+
+
+def failed(cli: CliResult) -> dict[str, Any]:
+    """Assert a failed `run --json` (exit 1) and return its summary."""
+    assert cli.returncode == 1, cli.describe()
+    result = json.loads(cli.stdout.strip().splitlines()[-1])
+    assert result["state"] == "FAILED", cli.describe()
+    return dict(result)
+
+
+def one_line_error(cli: CliResult) -> str:
+    """Assert a user error: exit 2, one stderr line, no traceback; return the line."""
+    assert cli.returncode == 2, cli.describe()
+    lines = cli.stderr.strip().splitlines()
+    assert len(lines) == 1, cli.describe()
+    assert "Traceback" not in cli.stderr + cli.stdout
+    return lines[0]
+
+
+def cached(result: dict[str, Any]) -> dict[str, bool]:
+    return {task["name"]: task["cached"] for task in result["tasks"]}
+
+
+def tasks_of(shown: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {task["name"]: task for task in shown["tasks"]}
+
+
+def calls(scratch: Path, label: str) -> int:
+    """How many times the task labelled `label` ran."""
+    path = scratch / f"calls-{label}.txt"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def blake2b(data: bytes) -> str:
+    """An artifact's documented digest: BLAKE2b-160 of its bytes."""
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+def output_uri(task: dict[str, Any], slot: str) -> str:
+    uris = task["artifacts"]["outputs"][slot]
+    assert len(uris) == 1, task
+    return str(uris[0])
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `condition` until it holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def process_gone(pid: int) -> bool:
+    """True when `pid` no longer runs (a zombie awaiting an unrelated parent counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+# --- runs list / show --------------------------------------------------------------------------
+
+
+def test_runs_list_newest_first_with_metrics_and_filters(headwater: Cli, scratch: Path) -> None:
+    first = headwater.run_ok("storage_lineage", params={"lr": 0.1})["run_id"]
+    second = headwater.run_ok("storage_lineage", params={"lr": 0.25})["run_id"]
+    broken = failed(headwater.run("storage_chain", params={"scratch": scratch}))["run_id"]
+
+    listed = headwater.runs()
+    assert [r["run_id"] for r in listed] == [broken, second, first]
+    for entry in listed:
+        assert {"run_id", "pipeline", "state", "created_at", "metrics"} <= set(entry), entry
+        assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", entry["created_at"]), entry
+    by_id = {r["run_id"]: r for r in listed}
+    assert by_id[first]["pipeline"] == "storage-lineage"
+    assert by_id[first]["state"] == "SUCCEEDED"
+    assert by_id[first]["metrics"] == pytest.approx({"accuracy": 0.9, "loss": 0.5})
+    assert by_id[second]["metrics"] == pytest.approx({"accuracy": 0.75, "loss": 0.5})
+    assert by_id[broken]["pipeline"] == "storage-chain"
+    assert by_id[broken]["state"] == "FAILED"
+    assert by_id[broken]["metrics"] == {}
+
+    def ids(*args: str) -> list[str]:
+        return [r["run_id"] for r in headwater.runs(*args)]
+
+    assert ids("--pipeline", "storage-lineage") == [second, first]
+    assert ids("--state", "FAILED") == [broken]
+    assert ids("--pipeline", "storage-lineage", "--state", "FAILED") == []
+
+    table = headwater("runs", "list")
+    assert table.returncode == 0, table.describe()
+    header, *rows = table.stdout.strip().splitlines()
+    assert "accuracy" in header.split() and "loss" in header.split(), table.stdout
+    assert [row.split()[0] for row in rows] == [broken, second, first]
+    assert "0.9" in next(row for row in rows if row.startswith(first)).split()
+
+
+def test_runs_show_tasks_artifacts_and_logs(headwater: Cli) -> None:
+    run_id = headwater.run_ok("storage_lineage", params={"lr": 0.1})["run_id"]
+
+    shown = headwater.show(run_id[:8])  # a unique prefix is enough
+    assert shown["run_id"] == run_id
+    assert shown["state"] == "SUCCEEDED"
+    assert shown["pipeline"] == "storage-lineage"
+    tasks = tasks_of(shown)
+    assert set(tasks) == {"make-dataset", "train", "evaluate"}
+    for task in tasks.values():
+        assert task["state"] == "SUCCEEDED", task
+        assert task["cached"] is False
+        assert re.fullmatch(r"\d+\.\d+s", task["duration"]), task
+        assert Path(task["log_path"]).is_file(), task
+    assert tasks["train"]["inputs"]["lr"] == pytest.approx(0.1)
+    assert tasks["evaluate"]["outputs"] == {"Output": "weights rows=3 lr=0.1"}
+    dataset = output_uri(tasks["make-dataset"], "dataset")
+    model = output_uri(tasks["train"], "model")
+    artifacts = headwater.home / "artifacts" / "storage-lineage" / run_id
+    assert dataset == str(artifacts / "make-dataset" / "dataset")
+    assert model == str(artifacts / "train" / "model")
+    assert tasks["train"]["artifacts"]["inputs"] == {"data": [dataset]}
+    assert tasks["evaluate"]["artifacts"]["inputs"] == {"model": [model]}
+    assert Path(dataset).read_text() == "row-0\nrow-1\nrow-2"
+
+    text = headwater("runs", "show", run_id)
+    assert text.returncode == 0, text.describe()
+    for name, task in tasks.items():
+        assert name in text.stdout
+        assert task["log_path"] in text.stdout
+
+    rerun = headwater.run_ok("storage_lineage", params={"lr": 0.1})
+    assert cached(rerun) == dict.fromkeys(tasks, True)
+    # A cached Metrics artifact still counts as the rerun's metrics.
+    assert headwater.runs()[0]["metrics"] == pytest.approx({"accuracy": 0.9, "loss": 0.5})
+    again = tasks_of(headwater.show(rerun["run_id"]))
+    for name, task in again.items():
+        assert task["cached"] is True, task
+        assert task["cached_from"] == tasks[name]["execution_id"], task
+
+
+def test_artifacts_show_by_uri_and_id(headwater: Cli) -> None:
+    run_id = headwater.run_ok("storage_lineage", params={"lr": 0.1})["run_id"]
+    model = output_uri(tasks_of(headwater.show(run_id))["train"], "model")
+    data = Path(model).read_bytes()
+
+    shown = headwater("artifacts", "show", model, "--json").json()
+    assert shown["uri"] == model
+    assert shown["type"] == "system.Model"
+    assert shown["digest"] == blake2b(data)
+    assert shown["size"] == len(data)
+    assert shown["metadata"] == {"lr": pytest.approx(0.1)}
+    assert shown["producer"]["task"] == "train"
+    assert shown["producer"]["run_id"] == run_id
+
+    by_id = headwater("artifacts", "show", str(shown["id"]), "--json").json()
+    assert by_id == shown
+    text = headwater("artifacts", "show", str(shown["id"]))
+    assert text.returncode == 0, text.describe()
+    assert blake2b(data) in text.stdout and model in text.stdout
+
+
+# --- lineage ---------------------------------------------------------------------------------
+
+
+def test_lineage_upstream_is_multi_hop(headwater: Cli) -> None:
+    run_id = headwater.run_ok("storage_lineage", params={"lr": 0.1})["run_id"]
+    tasks = tasks_of(headwater.show(run_id))
+    dataset = output_uri(tasks["make-dataset"], "dataset")
+    model = output_uri(tasks["train"], "model")
+    train, make = (
+        f"e:{tasks['train']['execution_id']}",
+        f"e:{tasks['make-dataset']['execution_id']}",
+    )
+    evaluate = f"e:{tasks['evaluate']['execution_id']}"
+
+    graph = headwater("lineage", model, "--upstream", "--json").json()
+    nodes = {n["id"]: n for n in graph["nodes"]}
+    edges = {(e["from"], e["to"], e["kind"]) for e in graph["edges"]}
+    kinds = {n["kind"] for n in nodes.values()}
+    assert kinds == {"artifact", "execution", "run"}, nodes
+    uris = {n["uri"]: i for i, n in nodes.items() if n["kind"] == "artifact"}
+    assert set(uris) == {model, dataset}
+    assert set(i for i, n in nodes.items() if n["kind"] == "execution") == {train, make}
+    assert nodes[train]["task"] == "train"
+    assert nodes[train]["inputs"]["lr"] == pytest.approx(0.1)
+    assert nodes[make]["task"] == "make-dataset"
+    assert nodes[f"r:{run_id}"]["kind"] == "run"
+    assert {
+        (uris[dataset], train, "INPUT"),
+        (train, uris[model], "OUTPUT"),
+        (make, uris[dataset], "OUTPUT"),
+        (f"r:{run_id}", train, "RUN"),
+        (f"r:{run_id}", make, "RUN"),
+    } <= edges
+    assert evaluate not in nodes  # upstream only
+
+    one_hop = headwater("lineage", str(uris[model][2:]), "--upstream", "--depth", "1", "--json")
+    near = {n["id"] for n in one_hop.json()["nodes"]}
+    assert {uris[model], train, uris[dataset]} <= near
+    assert make not in near
+
+    down = headwater("lineage", model, "--downstream", "--json").json()
+    down_nodes = {n["id"]: n for n in down["nodes"]}
+    assert evaluate in down_nodes and train not in down_nodes
+    assert any(n.get("schema_title") == "system.Metrics" for n in down_nodes.values()), down
+
+    text = headwater("lineage", model, "--upstream")
+    assert text.returncode == 0, text.describe()
+    assert "train" in text.stdout and dataset in text.stdout and run_id in text.stdout
+
+
+# --- delete ----------------------------------------------------------------------------------
+
+
+def test_runs_delete_keeps_artifacts_other_runs_use(headwater: Cli) -> None:
+    first = headwater.run_ok("storage_lineage", params={"lr": 0.1})["run_id"]
+    second_result = headwater.run_ok("storage_lineage", params={"lr": 0.2})
+    second = second_result["run_id"]
+    assert cached(second_result)["make-dataset"] is True  # reuses the first run's dataset
+    one, two = tasks_of(headwater.show(first)), tasks_of(headwater.show(second))
+    dataset = output_uri(one["make-dataset"], "dataset")
+    assert output_uri(two["make-dataset"], "dataset") == dataset
+    first_model, second_model = output_uri(one["train"], "model"), output_uri(two["train"], "model")
+
+    deleted = headwater("runs", "delete", first)
+    assert deleted.returncode == 0, deleted.describe()
+    assert [r["run_id"] for r in headwater.runs()] == [second]
+    one_line_error(headwater("runs", "show", first))
+    assert Path(dataset).is_file(), "the dataset the second run reused was deleted"
+    assert not Path(first_model).exists()
+    assert Path(second_model).is_file()
+    one_line_error(headwater("artifacts", "show", first_model))
+    assert headwater("artifacts", "show", dataset, "--json").json()["uri"] == dataset
+
+    # Now the dataset belongs to the second run alone: it goes with it.
+    deleted = headwater("runs", "delete", second)
+    assert deleted.returncode == 0, deleted.describe()
+    assert headwater.runs() == []
+    assert not Path(dataset).exists()
+    assert not Path(second_model).exists()
+
+
+# --- the content-addressed cache -------------------------------------------------------------
+
+
+def test_cache_hits_across_different_pipelines(headwater: Cli) -> None:
+    a = headwater.run_ok("storage_shared_a", params={"word": "river"})
+    assert cached(a) == {"shout": False, "twice": False}
+    assert a["outputs"] == {"Output": "RIVER!RIVER!"}
+
+    b = headwater.run_ok("storage_shared_b", params={"word": "river"})
+    assert cached(b) == {"shout": True, "count-letters": False}
+    assert b["outputs"] == {"Output": 5}
+    source = tasks_of(headwater.show(a["run_id"]))["shout"]["execution_id"]
+    assert tasks_of(headwater.show(b["run_id"]))["shout"]["cached_from"] == source
+
+    other_word = headwater.run_ok("storage_shared_b", params={"word": "lake"})
+    assert cached(other_word) == {"shout": False, "count-letters": False}
+
+
+def test_input_file_changed_in_place_is_a_miss(headwater: Cli, tmp_path: Path) -> None:
+    changing, steady = tmp_path / "changing.txt", tmp_path / "steady.txt"
+    changing.write_text("old-1")
+    steady.write_text("steady")
+    params = {"changing": changing, "steady": steady}
+
+    first = headwater.run_ok("storage_import", params=params)
+    assert first["outputs"] == {"Output": "old-1|steady"}
+    changing.write_text("new-2")  # same size, other bytes, same path
+
+    second = headwater.run_ok("storage_import", params=params)
+    assert second["outputs"] == {"Output": "new-2|steady"}
+    flags = cached(second)
+    assert flags["read-text"] is False
+    assert flags["read-text-2"] is True
+
+    third = headwater.run_ok("storage_import", params=params)
+    assert third["outputs"] == second["outputs"]
+    assert cached(third)["read-text"] is True
+
+
+def test_pipeline_artifact_changed_in_place_is_not_served_stale(headwater: Cli) -> None:
+    first = headwater.run_ok("storage_lineage", params={"lr": 0.1})
+    dataset = Path(output_uri(tasks_of(headwater.show(first["run_id"]))["make-dataset"], "dataset"))
+    dataset.write_text("x\ny\nz\nw\nv")  # five rows where make-dataset wrote three
+
+    second = headwater.run_ok("storage_lineage", params={"lr": 0.1})
+    train = tasks_of(headwater.show(second["run_id"]))["train"]
+    consumed = Path(train["artifacts"]["inputs"]["data"][0])
+    rows = len(consumed.read_text().splitlines())
+    # Whatever was reused, the model must have been trained on the dataset the run used.
+    assert second["outputs"] == {"Output": f"weights rows={rows} lr=0.1"}, (
+        f"train consumed {consumed} with {rows} rows; cached={cached(second)}"
+    )
+
+
+def test_deleted_output_is_a_miss(headwater: Cli) -> None:
+    first = headwater.run_ok("storage_lineage", params={"lr": 0.1})
+    dataset = Path(output_uri(tasks_of(headwater.show(first["run_id"]))["make-dataset"], "dataset"))
+    dataset.unlink()
+
+    second = headwater.run_ok("storage_lineage", params={"lr": 0.1})
+    flags = cached(second)
+    assert flags["make-dataset"] is False
+    again = tasks_of(headwater.show(second["run_id"]))
+    remade = Path(output_uri(again["make-dataset"], "dataset"))
+    assert remade.read_text() == "row-0\nrow-1\nrow-2"
+    # The same bytes under the new run's URI: train's inputs are unchanged by content.
+    assert flags["train"] is True
+    assert second["outputs"] == first["outputs"]
+
+
+def test_no_cache_and_disabled_caching_run_the_task(headwater: Cli, scratch: Path) -> None:
+    params = {"scratch": scratch}
+    first = headwater.run_ok("storage_switches", params=params)
+    assert cached(first) == {"touch": False, "touch-2": False}
+
+    second = headwater.run_ok("storage_switches", params=params)
+    assert cached(second) == {"touch": True, "touch-2": False}
+    assert (calls(scratch, "on"), calls(scratch, "off")) == (1, 2)
+
+    forced = headwater.run_ok("storage_switches", "--no-cache", params=params)
+    assert cached(forced) == {"touch": False, "touch-2": False}
+    assert (calls(scratch, "on"), calls(scratch, "off")) == (2, 3)
+
+
+# --- resume ----------------------------------------------------------------------------------
+
+
+def test_resume_completes_a_failed_run(headwater: Cli, scratch: Path) -> None:
+    first = failed(headwater.run("storage_chain", params={"scratch": scratch}))
+    run_id = first["run_id"]
+    assert {t["name"]: t["state"] for t in first["tasks"]}["step-3"] == "FAILED"
+    assert [calls(scratch, label) for label in "abcd"] == [1, 1, 1, 0]
+    (scratch / "marker").touch()
+
+    resumed = succeeded(headwater("run", "--resume", run_id, "--json"))
+    assert resumed["run_id"] == run_id
+    assert resumed["outputs"] == {"Output": "abcd"}
+    flags = cached(resumed)
+    assert flags == {"step": True, "step-2": True, "step-3": False, "step-4": False}
+    # step-2 has caching off: only the run's own record can have reused it.
+    assert [calls(scratch, label) for label in "abcd"] == [1, 1, 2, 1]
+    assert [(r["run_id"], r["state"]) for r in headwater.runs()] == [(run_id, "SUCCEEDED")]
+    states = {n: t["state"] for n, t in tasks_of(headwater.show(run_id)).items()}
+    assert states["step-3"] == "SUCCEEDED" and states["step-4"] == "SUCCEEDED"
+
+    again = headwater("run", "--resume", run_id, "--json")
+    assert run_id in one_line_error(again)
+    assert again.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["run", "--resume", "no-such-run-4f1d", "--json"], id="unknown-run"),
+        pytest.param(
+            ["run", pipeline("storage_chain"), "--resume", "anything", "--json"],
+            id="with-a-pipeline",
+        ),
+    ],
+)
+def test_resume_refusals(headwater: Cli, args: list[str]) -> None:
+    one_line_error(headwater(*args))
+
+
+# --- a SIGKILLed engine ----------------------------------------------------------------------
+
+
+def test_sigkilled_engine_is_interrupted_and_resumable(
+    headwater: Cli, scratch: Path, tmp_path: Path
+) -> None:
+    pid_file = scratch / "pid"
+    db = headwater.home / "metadata.db"
+    with (tmp_path / "out.txt").open("w") as out, (tmp_path / "err.txt").open("w") as err:
+        engine = headwater.popen(
+            "run",
+            pipeline("storage_nap"),
+            "--json",
+            "--param",
+            f"scratch={scratch}",
+            stdout=out,
+            stderr=err,
+        )
+    task_pid: int | None = None
+
+    def nap_recorded_running() -> bool:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            row = conn.execute("SELECT state FROM executions WHERE task = 'nap'").fetchone()
+        return row is not None and row[0] == "RUNNING"
+
+    try:
+        wait_for(pid_file.is_file, 30, "the nap task to start")
+        task_pid = int(pid_file.read_text())
+        wait_for(nap_recorded_running, 10, "the nap task to be recorded RUNNING")
+        assert engine.poll() is None, (tmp_path / "err.txt").read_text()
+
+        engine.send_signal(signal.SIGKILL)
+        engine.wait(timeout=10)
+        wait_for(lambda: process_gone(task_pid), 10, f"the orphaned task {task_pid} to end")
+
+        [listed] = headwater.runs()
+        run_id = listed["run_id"]
+        assert listed["state"] == "INTERRUPTED"
+        states = {n: t["state"] for n, t in tasks_of(headwater.show(run_id)).items()}
+        assert states == {"quick": "SUCCEEDED", "nap": "FAILED"}
+
+        (scratch / "marker").touch()
+        resumed = succeeded(headwater("run", "--resume", run_id, "--json"))
+        assert resumed["run_id"] == run_id
+        assert cached(resumed) == {"quick": True, "nap": False}
+        assert resumed["outputs"] == {"Output": "quick+nap"}
+        assert (calls(scratch, "quick"), calls(scratch, "nap")) == (1, 2)
+        assert [r["state"] for r in headwater.runs()] == ["SUCCEEDED"]
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait()
+        if task_pid is not None and not process_gone(task_pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(task_pid, signal.SIGKILL)
+
+
+# --- concurrent runs -------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_concurrent_runs_share_one_sqlite_store(headwater: Cli) -> None:
+    seeds = range(8)
+    engines = {
+        seed: headwater.popen(
+            "run",
+            pipeline("storage_fanout"),
+            "--json",
+            "--param",
+            f"seed={seed}",
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for seed in seeds
+    }
+    results = {}
+    try:
+        for seed, engine in engines.items():
+            stdout, stderr = engine.communicate(timeout=150)
+            cli = CliResult(engine.returncode, stdout, stderr)
+            results[seed] = succeeded(cli)
+            assert results[seed]["outputs"] == {"Output": seed * 100 + 50}, cli.describe()
+    finally:
+        for engine in engines.values():
+            if engine.poll() is None:
+                engine.kill()
+                engine.wait()
+
+    listed = headwater.runs()
+    assert sorted(r["run_id"] for r in listed) == sorted(r["run_id"] for r in results.values())
+    assert {r["state"] for r in listed} == {"SUCCEEDED"}
+    for seed, result in results.items():
+        shown = headwater.show(result["run_id"])
+        assert shown["parameters"] == {"seed": seed}
+        states = {n: t["state"] for n, t in tasks_of(shown).items()}
+        assert states == dict.fromkeys(
+            ["work", "work-2", "work-3", "work-4", "work-5"], "SUCCEEDED"
+        )
+
+
+# --- an S3 pipeline root (moto) --------------------------------------------------------------
+
+
+@pytest.fixture
+def s3_cli(headwater: Cli, s3_env: S3Server) -> Cli:  # noqa: F811
+    """The CLI with the AWS environment `s3_env` set (and nothing else of AWS's)."""
+    for name in [n for n in headwater.env if n.startswith("AWS_")]:
+        del headwater.env[name]
+    headwater.env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
+    return headwater
+
+
+@pytest.mark.parametrize("how", ["flag", "env"], ids=["--pipeline-root", "HEADWATER_PIPELINE_ROOT"])
+def test_s3_pipeline_root(s3_cli: Cli, s3_env: S3Server, s3_bucket: str, how: str) -> None:  # noqa: F811
+    root = f"s3://{s3_bucket}/root"
+    args: list[str] = []
+    if how == "flag":
+        args = ["--pipeline-root", root]
+    else:
+        s3_cli.env["HEADWATER_PIPELINE_ROOT"] = root
+
+    result = s3_cli.run_ok("storage_s3", *args)
+    run_id = result["run_id"]
+    assert result["outputs"] == {"Output": "RIVER DATA"}
+    key = f"root/storage-s3/{run_id}/produce/data"
+    with contextlib.closing(s3_env.client()) as client:
+        listed = client.list_objects_v2(Bucket=s3_bucket, Prefix="root/")
+        keys = {o["Key"] for o in listed.get("Contents", [])}
+        assert key in keys, keys
+        body = client.get_object(Bucket=s3_bucket, Key=key)["Body"].read()
+    assert body == b"river data"
+
+    shown = s3_cli.show(run_id)
+    assert shown["pipeline_root"] == root
+    tasks = tasks_of(shown)
+    uri = f"s3://{s3_bucket}/{key}"
+    assert output_uri(tasks["produce"], "data") == uri
+    assert tasks["consume"]["artifacts"]["inputs"] == {"data": [uri]}
+
+    artifact = s3_cli("artifacts", "show", uri, "--json").json()
+    assert artifact["digest"] == blake2b(body)
+    assert artifact["size"] == len(body)
+    assert artifact["metadata"] == {"chars": 10}
+
+    rerun = s3_cli.run_ok("storage_s3", *args)
+    assert cached(rerun) == {"produce": True, "consume": True}
+    assert rerun["outputs"] == result["outputs"]
+
+    def objects() -> set[str]:
+        with contextlib.closing(s3_env.client()) as client:
+            listed = client.list_objects_v2(Bucket=s3_bucket, Prefix="root/")
+        return {o["Key"] for o in listed.get("Contents", [])}
+
+    # The rerun reused the first run's object: deleting it keeps the object, deleting the
+    # first run too removes it from the bucket.
+    for run in (rerun["run_id"], run_id):
+        deleted = s3_cli("runs", "delete", run)
+        assert deleted.returncode == 0, deleted.describe()
+        assert (key in objects()) is (run != run_id)
+    assert s3_cli.runs() == []
+
+
+def test_s3_missing_bucket_is_one_line(s3_cli: Cli) -> None:
+    bucket = f"hw-missing-{uuid.uuid4().hex[:8]}"
+    cli = s3_cli.run("storage_s3", "--pipeline-root", f"s3://{bucket}/root")
+    assert bucket in one_line_error(cli)
+    assert not (s3_cli.home / "runs").exists() or not any((s3_cli.home / "runs").iterdir())
+
+
+def test_s3_unreachable_endpoint_fails_fast(s3_cli: Cli) -> None:
+    s3_cli.env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:1"
+    started = time.monotonic()
+    cli = s3_cli.run("storage_s3", "--pipeline-root", "s3://any-bucket/root")
+    took = time.monotonic() - started
+    line = one_line_error(cli)
+    assert took < 15, f"took {took:.1f}s"
+    assert "127.0.0.1:1" in line
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        pytest.param(["runs", "show", "nope"], {}, id="runs-show-unknown"),
+        pytest.param(["runs", "delete", "nope"], {}, id="runs-delete-unknown"),
+        pytest.param(["artifacts", "show", "/no/such/uri"], {}, id="artifacts-show-unknown"),
+        pytest.param(["lineage", "999999"], {}, id="lineage-unknown"),
+        pytest.param(
+            ["--metadata-url", "notaurl", "run", pipeline("storage_shared_a")],
+            {},
+            id="metadata-url-flag",
+        ),
+        pytest.param(
+            ["run", pipeline("storage_shared_a")],
+            {"HEADWATER_METADATA_URL": "foo://x"},
+            id="metadata-url-env",
+        ),
+    ],
+)
+def test_bad_input_is_one_line(headwater: Cli, args: list[str], env: dict[str, str]) -> None:
+    headwater.env.update(env)
+    one_line_error(headwater(*args))
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh database on the test server, dropped afterwards."""
+    if not POSTGRES_URL:
+        pytest.skip(
+            "set HEADWATER_TEST_POSTGRES_URL to a PostgreSQL URL whose role may CREATE DATABASE"
+        )
+    import sqlalchemy as sa
+
+    base = sa.make_url(POSTGRES_URL)
+    if base.drivername == "postgresql":
+        base = base.set(drivername="postgresql+psycopg")
+    name = f"hw_{uuid.uuid4().hex}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_postgres_end_to_end(headwater: Cli, postgres_url: str) -> None:
+    url = ["--metadata-url", postgres_url]
+    first = succeeded(headwater(*url, "run", pipeline("storage_lineage"), "--json"))
+    run_id = first["run_id"]
+
+    listed = headwater(*url, "runs", "list", "--json").json()
+    assert [(r["run_id"], r["state"]) for r in listed] == [(run_id, "SUCCEEDED")]
+    assert listed[0]["metrics"] == pytest.approx({"accuracy": 0.9, "loss": 0.5})
+    shown = headwater(*url, "runs", "show", run_id, "--json").json()
+    model = output_uri(tasks_of(shown)["train"], "model")
+    graph = headwater(*url, "lineage", model, "--upstream", "--json").json()
+    tasks = {n.get("task") for n in graph["nodes"] if n["kind"] == "execution"}
+    assert tasks == {"train", "make-dataset"}
+    assert f"r:{run_id}" in {n["id"] for n in graph["nodes"]}
+
+    rerun = succeeded(headwater(*url, "run", pipeline("storage_lineage"), "--json"))
+    assert cached(rerun) == {"make-dataset": True, "train": True, "evaluate": True}
+    # Everything went to PostgreSQL: no SQLite store was made.
+    assert not (headwater.home / "metadata.db").exists()
