@@ -15,7 +15,7 @@ key, and a later `lookup` finds it there.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from headwater.engine.model import Launch, Outputs
 
@@ -27,6 +27,8 @@ class CacheHit:
     outputs: Outputs
     source: int | None = None  # the execution id reused
     resumed: bool = False  # from the run being resumed, not from the cache
+    #: Store ids of the reused artifacts by URI, so recording the hit needs no lookups.
+    artifact_ids: dict[str, int] = field(default_factory=dict)
 
 
 class TaskCache(abc.ABC):

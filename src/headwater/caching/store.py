@@ -10,7 +10,7 @@ from headwater.artifacts.base import ArtifactStore
 from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.keys import cache_key, content_digest
 from headwater.engine.model import Launch, Outputs
-from headwater.metadata.base import ArtifactRecord, MetadataStore
+from headwater.metadata.base import ArtifactRecord, EventRecord, MetadataStore
 
 
 def _local_path(uri: str) -> str | None:
@@ -33,6 +33,8 @@ class StoreTaskCache(TaskCache):
         self.store = store
         self.artifacts = artifacts
         self._hashed: dict[tuple[str, float, int], str | None] = {}
+        # Artifacts seen in hits: a chain of cached tasks needs no store read per input.
+        self._known: dict[str, ArtifactRecord] = {}
 
     def _hash(self, uri: str) -> str | None:
         path = _local_path(uri)
@@ -49,7 +51,7 @@ class StoreTaskCache(TaskCache):
         return self._hashed[memo]
 
     def _digest(self, uri: str) -> str | None:
-        known = self.store.get_artifact(uri)
+        known = self._known.get(uri) or self.store.get_artifact(uri)
         ours = known is not None and known.digest and uri.startswith(self.artifacts.root)
         if ours and known is not None and not _modified_since(known):
             return known.digest
@@ -63,13 +65,16 @@ class StoreTaskCache(TaskCache):
         """The newest successful execution with `key`, if its artifacts are as recorded."""
         if not key:
             return None
-        found = self.store.find_cached(key)
-        if found is None or found.id is None:
+        hit = self.store.cached_outputs(key)
+        if hit is None or hit[0].id is None:
             return None
-        outputs, with_content = outputs_of(self.store, found.id, found.outputs)
+        found, events = hit
+        outputs, with_content = outputs_from(events, found.outputs)
         if not all(self.intact(art) for art in with_content):
             return None
-        return CacheHit(outputs, source=found.id)
+        self._known.update((art.uri, art) for art in with_content)
+        ids = {art.uri: art.id for _, art in events if art.id is not None}
+        return CacheHit(outputs, source=found.id, artifact_ids=ids)
 
     def intact(self, art: ArtifactRecord) -> bool:
         """True if the artifact is still where it was, with the content it was recorded with."""
@@ -101,13 +106,20 @@ def _modified_since(art: ArtifactRecord) -> bool:
 def outputs_of(
     store: MetadataStore, execution_id: int, parameters: dict[str, Any]
 ) -> tuple[Outputs, list[ArtifactRecord]]:
-    """An execution's outputs rebuilt from the store, and its artifacts that hold content.
+    """An execution's outputs rebuilt from the store, and its artifacts that hold content."""
+    return outputs_from(store.artifacts_of(execution_id), parameters)
+
+
+def outputs_from(
+    events: list[tuple[EventRecord, ArtifactRecord]], parameters: dict[str, Any]
+) -> tuple[Outputs, list[ArtifactRecord]]:
+    """Outputs from an execution's events, and its artifacts that hold content.
 
     Metrics artifacts are metadata only (no digest), so they are not in the second list.
     """
     slots: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     with_content = []
-    for event, art in store.artifacts_of(execution_id):
+    for event, art in events:
         if event.kind != "OUTPUT":
             continue
         if art.digest:

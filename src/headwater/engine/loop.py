@@ -110,6 +110,7 @@ class EngineLoop:
                         cached=True,
                         cached_from=hit.source,
                         resumed=hit.resumed,
+                        artifact_ids=hit.artifact_ids,
                     )
                     self._feed(result)
                     continue

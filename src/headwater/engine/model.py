@@ -94,6 +94,8 @@ class TaskResult:
     cached_from: int | None = None
     #: True when the result was reused from the run being resumed.
     resumed: bool = False
+    #: For a cached result, the metadata store's ids of its artifacts by URI.
+    artifact_ids: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

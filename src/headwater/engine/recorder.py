@@ -63,6 +63,7 @@ class MetadataRecorder(RunHooks):
         self._thread = threading.Thread(target=self._drain, name="headwater-metadata", daemon=True)
         self._thread.start()
         self._recorded: set[str] = set()
+        self._ids: dict[str, int] = {}  # artifact URI -> id; the writer thread's alone
 
     def _submit(self, fn: Callable[..., None], *args: Any, task: str = "") -> None:
         self._queue.put((task, fn, args))
@@ -178,6 +179,7 @@ class MetadataRecorder(RunHooks):
         self.store.record_execution(execution)
 
     def _record_task(self, run_id: str, snap: dict[str, Any]) -> None:
+        self._ids.update(snap["artifact_ids"])
         execution = ExecutionRecord(
             run_id=run_id,
             task=snap["name"],
@@ -196,36 +198,38 @@ class MetadataRecorder(RunHooks):
             attempts=snap["attempts"],
         )
         execution_id = self.store.record_execution(execution)
+        events = []
         for slot, arts in snap["input_artifacts"].items():
             for index, art in enumerate(arts):
-                artifact_id = self._known_or_new(art, producer=None)
-                self.store.record_event(
-                    EventRecord(execution_id, artifact_id, "INPUT", slot, index)
-                )
-        if snap["state"] not in ("SUCCEEDED", "CACHED"):
+                artifact_id = self._known_or_new(art)
+                events.append(EventRecord(execution_id, artifact_id, "INPUT", slot, index))
+        if snap["state"] in ("SUCCEEDED", "CACHED"):
+            for slot, arts in snap["output_artifacts"].items():
+                for index, art in enumerate(arts):
+                    if snap["state"] == "CACHED":
+                        artifact_id = self._known_or_new(art)
+                    else:
+                        artifact_id = self._new(art, producer=execution_id)
+                    events.append(EventRecord(execution_id, artifact_id, "OUTPUT", slot, index))
+                    self._record_metrics(run_id, execution_id, artifact_id, art)
+        self.store.record_events(events)
+
+    def _record_metrics(
+        self, run_id: str, execution_id: int, artifact_id: int, art: dict[str, Any]
+    ) -> None:
+        if (art.get("type") or {}).get("schemaTitle") != _METRICS:
             return
-        metrics: dict[str, float] = {}
-        for slot, arts in snap["output_artifacts"].items():
-            for index, art in enumerate(arts):
-                if snap["state"] == "CACHED":
-                    artifact_id = self._known_or_new(art, producer=None)
-                else:
-                    artifact_id = self._new(art, producer=execution_id)
-                self.store.record_event(
-                    EventRecord(execution_id, artifact_id, "OUTPUT", slot, index)
-                )
-                if (art.get("type") or {}).get("schemaTitle") == _METRICS:
-                    metrics = {
-                        k: float(v)
-                        for k, v in (art.get("metadata") or {}).items()
-                        if isinstance(v, int | float) and not isinstance(v, bool)
-                    }
-                    if metrics:
-                        self.store.record_metrics(run_id, execution_id, artifact_id, metrics)
+        metrics = {
+            k: float(v)
+            for k, v in (art.get("metadata") or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        if metrics:
+            self.store.record_metrics(run_id, execution_id, artifact_id, metrics)
 
     def _new(self, art: dict[str, Any], *, producer: int | None) -> int:
         found = self.artifacts.digest(art["uri"]) if _is_ours(self.artifacts, art["uri"]) else None
-        return self.store.record_artifact(
+        artifact_id = self.store.record_artifact(
             ArtifactRecord(
                 uri=art["uri"],
                 schema_title=(art.get("type") or {}).get("schemaTitle", "system.Artifact"),
@@ -237,12 +241,18 @@ class MetadataRecorder(RunHooks):
                 created_at=time.time(),
             )
         )
+        self._ids[art["uri"]] = artifact_id
+        return artifact_id
 
-    def _known_or_new(self, art: dict[str, Any], *, producer: int | None) -> int:
+    def _known_or_new(self, art: dict[str, Any]) -> int:
+        """The id of an artifact recorded before (memoised per run), or record it now."""
+        if art["uri"] in self._ids:
+            return self._ids[art["uri"]]
         known = self.store.get_artifact(art["uri"])
         if known is not None and known.id is not None:
+            self._ids[art["uri"]] = known.id
             return known.id
-        return self._new(art, producer=producer)
+        return self._new(art, producer=None)
 
 
 def _is_ours(artifacts: ArtifactStore, uri: str) -> bool:
@@ -273,6 +283,7 @@ def _snapshot(task: TaskRun) -> dict[str, Any]:
         "output_artifacts": {k: list(v) for k, v in task.outputs.artifacts.items()},
         "cache_key": launch.fingerprint if launch is not None else "",
         "cached_from": task.cached_from,
+        "artifact_ids": dict(task.artifact_ids),
         "started_at": task.started_at,
         "finished_at": task.finished_at,
         "log_path": str(launch.log_path) if launch is not None else "",

@@ -90,6 +90,7 @@ class TaskRun:
     cached: bool = False
     cached_from: int | None = None
     resumed: bool = False
+    artifact_ids: dict[str, int] = field(default_factory=dict)
     parameters: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     outputs: Outputs = field(default_factory=Outputs)
@@ -197,6 +198,7 @@ class RunStateMachine:
             task.cached = result.cached
             task.cached_from = result.cached_from
             task.resumed = result.resumed
+            task.artifact_ids = result.artifact_ids
             self._complete(task, result.outputs)
         else:
             retry = task.spec.retry

@@ -64,6 +64,7 @@ class LocalExecutor(Executor):
         self._launches: dict[int, Launch] = {}
         self._pids: dict[int, int] = {}
         self._preloaded: set[str] = set()
+        self._used = False
         self._lock = threading.Lock()
 
     def _read(self) -> None:
@@ -82,6 +83,7 @@ class LocalExecutor(Executor):
         millisecond the engine spends is a millisecond no other task can start.
         """
         payload = self._payload(launch)
+        self._used = True
         self._launches[launch.task_id] = launch
         request = json.dumps({"id": launch.task_id, "payload": payload}) + "\n"
         try:
@@ -221,6 +223,9 @@ class LocalExecutor(Executor):
         if self._server.stdin is not None and not self._server.stdin.closed:
             with contextlib.suppress(OSError):
                 self._server.stdin.close()
+        if not self._used:
+            # Nothing ever ran here (an all-cached run): no need to let it finish warming up.
+            self._server.kill()
         # The server exits as soon as its stdin closes (after stopping any task still running).
         self._server.wait()
         if self._server.stdout is not None:

@@ -188,6 +188,11 @@ class MetadataStore(abc.ABC):
     def record_event(self, event: EventRecord) -> None:
         """Link an execution and an artifact (idempotent)."""
 
+    def record_events(self, events: list[EventRecord]) -> None:
+        """Record several events (idempotent); backends may do it in one statement."""
+        for event in events:
+            self.record_event(event)
+
     @abc.abstractmethod
     def artifacts_of(self, execution_id: int) -> list[tuple[EventRecord, ArtifactRecord]]:
         """The artifacts an execution consumed and produced, with their events."""
@@ -203,6 +208,15 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def find_cached(self, cache_key: str) -> ExecutionRecord | None:
         """The newest SUCCEEDED (not CACHED) execution with this cache key, or None."""
+
+    def cached_outputs(
+        self, cache_key: str
+    ) -> tuple[ExecutionRecord, list[tuple[EventRecord, ArtifactRecord]]] | None:
+        """`find_cached` and that execution's `artifacts_of`, in one call (a cache lookup)."""
+        found = self.find_cached(cache_key)
+        if found is None or found.id is None:
+            return None
+        return found, self.artifacts_of(found.id)
 
     @abc.abstractmethod
     def clear_cache(self) -> int:

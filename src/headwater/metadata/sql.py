@@ -14,7 +14,7 @@ import math
 import time
 from typing import Any, Literal, cast
 
-from sqlalchemy import Connection, delete, exists, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
 from headwater.errors import NotFoundError, UserError
 from headwater.metadata.base import (
@@ -70,6 +70,8 @@ class SqlMetadataStore(MetadataStore):
         self._db = Database(url)
         self.url = self._db.url
         self._engine = self._db.engine  # for diagnostics: its dialect, its connections
+        # Runs this store saw an execution inserted for: no need to check they exist again.
+        self._runs_seen: set[str] = set()
 
     def __enter__(self) -> SqlMetadataStore:
         return self
@@ -230,6 +232,7 @@ class SqlMetadataStore(MetadataStore):
         Raises:
             NotFoundError: No run has exactly this id.
         """
+        self._runs_seen.discard(run_id)
 
         def write(conn: Connection) -> list[str]:
             if conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first() is None:
@@ -323,26 +326,22 @@ class SqlMetadataStore(MetadataStore):
         }
 
         def write(conn: Connection) -> int:
-            found = conn.execute(
-                select(EXECUTIONS.c.id).where(
-                    EXECUTIONS.c.run_id == execution.run_id, EXECUTIONS.c.task == execution.task
-                )
-            ).scalar()
+            key = {"run_id": execution.run_id, "task": execution.task}
+            found = conn.execute(_EXECUTION_ID, key).scalar()
             if found is not None:
-                conn.execute(update(EXECUTIONS).where(EXECUTIONS.c.id == found).values(values))
+                conn.execute(_UPDATE_EXECUTION, {"execution_id": found, **values})
                 return int(found)
-            run = select(RUNS.c.run_id).where(RUNS.c.run_id == execution.run_id)
-            if conn.execute(run).first() is None:
+            known = execution.run_id in self._runs_seen
+            if (
+                not known
+                and conn.execute(_RUN_EXISTS, {"run_id": execution.run_id}).first() is None
+            ):
                 raise NotFoundError(
                     f"no run {execution.run_id!r} for execution {execution.task!r}: "
                     "create the run first"
                 )
-            stmt = (
-                insert(EXECUTIONS)
-                .values(run_id=execution.run_id, task=execution.task, **values)
-                .returning(EXECUTIONS.c.id)
-            )
-            return int(conn.execute(stmt).scalar_one())
+            self._runs_seen.add(execution.run_id)
+            return int(conn.execute(_INSERT_EXECUTION, {**key, **values}).scalar_one())
 
         cached_from = f"execution {execution.cached_from} (cached_from)"
         return self._db.transaction(write, write=True, refers_to=cached_from)
@@ -407,10 +406,12 @@ class SqlMetadataStore(MetadataStore):
     def get_artifact(self, ref: int | str) -> ArtifactRecord | None:
         """An artifact by id (an int, a string of digits or "a:<id>") or by URI, or None."""
         key = artifact_key(ref)
-        column = ARTIFACTS.c.id if isinstance(key, int) else ARTIFACTS.c.uri
-        row = self._db.transaction(
-            lambda conn: conn.execute(select(ARTIFACTS).where(column == key)).first()
+        query, params = (
+            (_ARTIFACT_BY_ID, {"id": key})
+            if isinstance(key, int)
+            else (_ARTIFACT_BY_URI, {"uri": key})
         )
+        row = self._db.transaction(lambda conn: conn.execute(query, params).first())
         return None if row is None else artifact_record(row)
 
     def record_event(self, event: EventRecord) -> None:
@@ -437,24 +438,52 @@ class SqlMetadataStore(MetadataStore):
         missing = f"execution {event.execution_id} or artifact {event.artifact_id}"
         self._db.transaction(write, write=True, refers_to=missing)
 
+    def record_events(self, events: list[EventRecord]) -> None:
+        """Record several events in one statement; ones already recorded are skipped."""
+        if not events:
+            return
+        for event in events:
+            if event.kind not in ("INPUT", "OUTPUT"):
+                raise ValueError(f"event kind {event.kind!r}: expected 'INPUT' or 'OUTPUT'")
+        rows = [
+            {
+                "execution_id": e.execution_id,
+                "artifact_id": e.artifact_id,
+                "kind": e.kind,
+                "slot": e.slot,
+                "index": e.index,
+            }
+            for e in events
+        ]
+        dialect = self._db.engine.dialect.name
+        stmt: Any
+        if dialect == "sqlite":
+            from sqlalchemy.dialects import sqlite
+
+            stmt = sqlite.insert(EVENTS).values(rows).on_conflict_do_nothing()
+        elif dialect == "postgresql":
+            from sqlalchemy.dialects import postgresql
+
+            stmt = postgresql.insert(EVENTS).values(rows).on_conflict_do_nothing()
+        else:
+            super().record_events(events)
+            return
+        missing = "an execution or artifact of these events"
+        self._db.transaction(lambda conn: conn.execute(stmt), write=True, refers_to=missing)
+
+    def _artifacts_of(
+        self, conn: Connection, execution_id: int
+    ) -> list[tuple[EventRecord, ArtifactRecord]]:
+        out = []
+        for row in conn.execute(_ARTIFACTS_OF, {"execution_id": execution_id}):
+            kind = cast(Literal["INPUT", "OUTPUT"], row.kind)
+            ev = EventRecord(execution_id, row.id, kind, row.slot, row.event_index)
+            out.append((ev, artifact_record(row)))
+        return out
+
     def artifacts_of(self, execution_id: int) -> list[tuple[EventRecord, ArtifactRecord]]:
         """The artifacts an execution consumed and produced: inputs first, by slot and index."""
-        query = (
-            select(EVENTS.c.kind, EVENTS.c.slot, EVENTS.c.index.label("event_index"), ARTIFACTS)
-            .join(ARTIFACTS, ARTIFACTS.c.id == EVENTS.c.artifact_id)
-            .where(EVENTS.c.execution_id == execution_id)
-            .order_by(EVENTS.c.kind, EVENTS.c.slot, EVENTS.c.index, EVENTS.c.id)
-        )
-
-        def read(conn: Connection) -> list[tuple[EventRecord, ArtifactRecord]]:
-            out = []
-            for row in conn.execute(query):
-                kind = cast(Literal["INPUT", "OUTPUT"], row.kind)
-                ev = EventRecord(execution_id, row.id, kind, row.slot, row.event_index)
-                out.append((ev, artifact_record(row)))
-            return out
-
-        return self._db.transaction(read)
+        return self._db.transaction(lambda conn: self._artifacts_of(conn, execution_id))
 
     def record_metrics(
         self, run_id: str, execution_id: int, artifact_id: int, metrics: dict[str, float]
@@ -497,18 +526,26 @@ class SqlMetadataStore(MetadataStore):
         """The newest SUCCEEDED execution with this cache key (never a CACHED or FAILED one)."""
         if not cache_key:
             return None
-        query = (
-            select(EXECUTIONS)
-            .where(EXECUTIONS.c.cache_key == cache_key, EXECUTIONS.c.state == "SUCCEEDED")
-            .order_by(
-                EXECUTIONS.c.finished_at.is_(None),
-                EXECUTIONS.c.finished_at.desc(),
-                EXECUTIONS.c.id.desc(),
-            )
-            .limit(1)
-        )
-        row = self._db.transaction(lambda conn: conn.execute(query).first())
+        params = {"cache_key": cache_key}
+        row = self._db.transaction(lambda conn: conn.execute(_CACHED, params).first())
         return None if row is None else execution_record(row)
+
+    def cached_outputs(
+        self, cache_key: str
+    ) -> tuple[ExecutionRecord, list[tuple[EventRecord, ArtifactRecord]]] | None:
+        """`find_cached` and its `artifacts_of` in one read transaction."""
+        if not cache_key:
+            return None
+
+        def read(
+            conn: Connection,
+        ) -> tuple[ExecutionRecord, list[tuple[EventRecord, ArtifactRecord]]] | None:
+            row = conn.execute(_CACHED, {"cache_key": cache_key}).first()
+            if row is None:
+                return None
+            return execution_record(row), self._artifacts_of(conn, row.id)
+
+        return self._db.transaction(read)
 
     def clear_cache(self) -> int:
         """Forget every cache key (executions stay); return how many were cleared."""
@@ -553,3 +590,43 @@ def ir_digest(ir: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of an IR document (the pipeline version)."""
     text = json.dumps(ir, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+# Statements on the engine's path (a cache lookup per task), built once: building a select
+# costs more than running it on SQLite.
+_CACHED = (
+    select(EXECUTIONS)
+    .where(EXECUTIONS.c.cache_key == bindparam("cache_key"), EXECUTIONS.c.state == "SUCCEEDED")
+    .order_by(
+        EXECUTIONS.c.finished_at.is_(None),
+        EXECUTIONS.c.finished_at.desc(),
+        EXECUTIONS.c.id.desc(),
+    )
+    .limit(1)
+)
+_ARTIFACTS_OF = (
+    select(EVENTS.c.kind, EVENTS.c.slot, EVENTS.c.index.label("event_index"), ARTIFACTS)
+    .join(ARTIFACTS, ARTIFACTS.c.id == EVENTS.c.artifact_id)
+    .where(EVENTS.c.execution_id == bindparam("execution_id"))
+    .order_by(EVENTS.c.kind, EVENTS.c.slot, EVENTS.c.index, EVENTS.c.id)
+)
+_EXECUTION_ID = select(EXECUTIONS.c.id).where(
+    EXECUTIONS.c.run_id == bindparam("run_id"), EXECUTIONS.c.task == bindparam("task")
+)
+_RUN_EXISTS = select(RUNS.c.run_id).where(RUNS.c.run_id == bindparam("run_id"))
+_EXECUTION_FIELDS = (
+    "component", "parent_dag", "iteration", "state", "inputs", "outputs", "cache_key",
+    "cached_from", "started_at", "finished_at", "log_path", "error", "attempts",
+)  # fmt: skip
+_UPDATE_EXECUTION = (
+    update(EXECUTIONS)
+    .where(EXECUTIONS.c.id == bindparam("execution_id"))
+    .values({name: bindparam(name) for name in _EXECUTION_FIELDS})
+)
+_INSERT_EXECUTION = (
+    insert(EXECUTIONS)
+    .values({name: bindparam(name) for name in ("run_id", "task", *_EXECUTION_FIELDS)})
+    .returning(EXECUTIONS.c.id)
+)
+_ARTIFACT_BY_URI = select(ARTIFACTS).where(ARTIFACTS.c.uri == bindparam("uri"))
+_ARTIFACT_BY_ID = select(ARTIFACTS).where(ARTIFACTS.c.id == bindparam("id"))
