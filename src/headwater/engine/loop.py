@@ -72,7 +72,8 @@ class EngineLoop:
                     error = TaskError(launch.name, "ResourceError", str(exc))
                     self._feed(TaskResult(launch.task_id, error=error, retryable=False))
                     continue
-                self.queue.append(launch)
+                if not self._cached(launch):
+                    self.queue.append(launch)
             self._admit()
             if machine.done:
                 break
@@ -96,24 +97,29 @@ class EngineLoop:
                 self.launches.pop(result.task_id, None)
                 self._feed(result)
 
+    def _cached(self, launch: Launch) -> bool:
+        """Look the task up once, when it becomes ready; feed a hit back as its result."""
+        if launch.cache_enabled:
+            launch.fingerprint = self.cache.fingerprint(launch=launch)
+        if not (self.enable_cache or self.resume):
+            return False
+        hit = self.cache.lookup(launch=launch, key=launch.fingerprint)
+        if hit is None or not (self.enable_cache or hit.resumed):
+            return False
+        result = TaskResult(
+            launch.task_id,
+            outputs=hit.outputs,
+            cached=True,
+            cached_from=hit.source,
+            resumed=hit.resumed,
+            artifact_ids=hit.artifact_ids,
+        )
+        self._feed(result)
+        return True
+
     def _admit(self) -> None:
         waiting = []
         for launch in self.queue:
-            if launch.cache_enabled and not launch.fingerprint:
-                launch.fingerprint = self.cache.fingerprint(launch=launch)
-            if self.enable_cache or self.resume:
-                hit = self.cache.lookup(launch=launch, key=launch.fingerprint)
-                if hit is not None and (self.enable_cache or hit.resumed):
-                    result = TaskResult(
-                        launch.task_id,
-                        outputs=hit.outputs,
-                        cached=True,
-                        cached_from=hit.source,
-                        resumed=hit.resumed,
-                        artifact_ids=hit.artifact_ids,
-                    )
-                    self._feed(result)
-                    continue
             if not self.pool.try_acquire(launch):
                 waiting.append(launch)
                 continue

@@ -56,6 +56,8 @@ def requirements(container: dict[str, Any]) -> list[str]:
 
 def missing(reqs: list[str]) -> list[str]:
     """The requirements this interpreter does not satisfy."""
+    if not reqs:
+        return []
     from packaging.requirements import InvalidRequirement, Requirement
 
     absent = []
