@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from headwater.engine.hooks import RunHooks
 from headwater.engine.model import TaskState
@@ -86,10 +86,25 @@ class MetadataRecorder(RunHooks):
             work = [op for op in work if not (op[1] == self._record_start and op[0] in finished)]
             try:
                 with self.store.batch():
-                    for _, fn, args in work:
-                        fn(*args)
+                    self._apply(work)
             except BaseException as exc:  # reported by flush(); the run itself goes on
                 self._errors.append(exc)
+
+    def _apply(self, work: list[tuple[str, Callable[..., None], tuple[Any, ...]]]) -> None:
+        """Run queued writes in order; consecutive cache hits go in as one bulk insert."""
+        hits: list[dict[str, Any]] = []
+        run_id = ""
+        for _, fn, args in work:
+            if fn == self._record_task and args[1]["state"] == "CACHED" and not self.resumed:
+                run_id = args[0]
+                hits.append(args[1])
+                continue
+            if hits:
+                self._record_hits(run_id, hits)
+                hits = []
+            fn(*args)
+        if hits:
+            self._record_hits(run_id, hits)
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -178,25 +193,28 @@ class MetadataRecorder(RunHooks):
     def _record_start(self, execution: ExecutionRecord) -> None:
         self.store.record_execution(execution)
 
+    def _record_hits(self, run_id: str, snaps: list[dict[str, Any]]) -> None:
+        """Record cache hits: new executions pointing at the artifacts they reused."""
+        ids = self.store.insert_executions([_execution(run_id, snap) for snap in snaps])
+        events = []
+        for execution_id, snap in zip(ids, snaps, strict=True):
+            self._ids.update(snap["artifact_ids"])
+            sides: tuple[tuple[str, Literal["INPUT", "OUTPUT"]], ...] = (
+                ("input_artifacts", "INPUT"),
+                ("output_artifacts", "OUTPUT"),
+            )
+            for side, kind in sides:
+                for slot, arts in snap[side].items():
+                    for index, art in enumerate(arts):
+                        artifact_id = self._known_or_new(art)
+                        events.append(EventRecord(execution_id, artifact_id, kind, slot, index))
+                        if kind == "OUTPUT":
+                            self._record_metrics(run_id, execution_id, artifact_id, art)
+        self.store.record_events(events)
+
     def _record_task(self, run_id: str, snap: dict[str, Any]) -> None:
         self._ids.update(snap["artifact_ids"])
-        execution = ExecutionRecord(
-            run_id=run_id,
-            task=snap["name"],
-            state=snap["state"],
-            component=snap["component"],
-            parent_dag=snap["parent_dag"],
-            iteration=snap["iteration"],
-            inputs=snap["inputs"],
-            outputs=snap["outputs"],
-            cache_key=snap["cache_key"],
-            cached_from=snap["cached_from"],
-            started_at=snap["started_at"],
-            finished_at=snap["finished_at"],
-            log_path=snap["log_path"],
-            error=snap["error"],
-            attempts=snap["attempts"],
-        )
+        execution = _execution(run_id, snap)
         execution_id = self.store.record_execution(execution)
         events = []
         for slot, arts in snap["input_artifacts"].items():
@@ -253,6 +271,26 @@ class MetadataRecorder(RunHooks):
             self._ids[art["uri"]] = known.id
             return known.id
         return self._new(art, producer=None)
+
+
+def _execution(run_id: str, snap: dict[str, Any]) -> ExecutionRecord:
+    return ExecutionRecord(
+        run_id=run_id,
+        task=snap["name"],
+        state=snap["state"],
+        component=snap["component"],
+        parent_dag=snap["parent_dag"],
+        iteration=snap["iteration"],
+        inputs=snap["inputs"],
+        outputs=snap["outputs"],
+        cache_key=snap["cache_key"],
+        cached_from=snap["cached_from"],
+        started_at=snap["started_at"],
+        finished_at=snap["finished_at"],
+        log_path=snap["log_path"],
+        error=snap["error"],
+        attempts=snap["attempts"],
+    )
 
 
 def _is_ours(artifacts: ArtifactStore, uri: str) -> bool:

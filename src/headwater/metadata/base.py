@@ -168,6 +168,13 @@ class MetadataStore(abc.ABC):
     def record_execution(self, execution: ExecutionRecord) -> int:
         """Insert or update (by run_id + task) an execution; return its id."""
 
+    def insert_executions(self, executions: list[ExecutionRecord]) -> list[int]:
+        """Insert executions known to be new (none shares run_id + task with a recorded one).
+
+        Returns their ids, in order. Backends may do it in one statement.
+        """
+        return [self.record_execution(e) for e in executions]
+
     @abc.abstractmethod
     def list_executions(self, run_id: str) -> list[ExecutionRecord]:
         """A run's executions in start order."""

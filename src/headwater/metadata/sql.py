@@ -438,6 +438,27 @@ class SqlMetadataStore(MetadataStore):
         missing = f"execution {event.execution_id} or artifact {event.artifact_id}"
         self._db.transaction(write, write=True, refers_to=missing)
 
+    def insert_executions(self, executions: list[ExecutionRecord]) -> list[int]:
+        """Insert new executions in one statement; return their ids in order."""
+        if not executions:
+            return []
+        rows = [
+            {"run_id": e.run_id, "task": e.task, **{f: getattr(e, f) for f in _EXECUTION_FIELDS}}
+            for e in executions
+        ]
+        unseen = {e.run_id for e in executions} - self._runs_seen
+
+        def write(conn: Connection) -> list[int]:
+            for run_id in unseen:
+                if conn.execute(_RUN_EXISTS, {"run_id": run_id}).first() is None:
+                    raise NotFoundError(f"no run {run_id!r} for these executions")
+            stmt = insert(EXECUTIONS).returning(EXECUTIONS.c.id, sort_by_parameter_order=True)
+            ids = [int(i) for i in conn.execute(stmt, rows).scalars()]
+            self._runs_seen.update(unseen)
+            return ids
+
+        return self._db.transaction(write, write=True, refers_to="a cached_from execution")
+
     def record_events(self, events: list[EventRecord]) -> None:
         """Record several events in one statement; ones already recorded are skipped."""
         if not events:
