@@ -335,15 +335,16 @@ def _probe_targets() -> list[tuple[Any, str, str]]:
     ]
     for method in (
         "get_artifact",
-        "find_cached",
-        "artifacts_of",
+        "cached_outputs",
         "create_run",
         "record_execution",
+        "insert_executions",
         "record_artifact",
-        "record_event",
+        "record_events",
         "finish_run",
     ):
-        targets.append((SqlMetadataStore, method, f"store.{method}"))
+        if hasattr(SqlMetadataStore, method):
+            targets.append((SqlMetadataStore, method, f"store.{method}"))
     return targets
 
 
@@ -386,8 +387,7 @@ def profile_cached_rerun(func: Any, home: Path, args: argparse.Namespace) -> lis
     keys = row("engine", "... cache keys", "cache keys")
     row("engine", "... ... store.get_artifact (input digests)", "store.get_artifact")
     lookups = row("engine", "... cache lookups", "cache lookups")
-    row("engine", "... ... store.find_cached", "store.find_cached")
-    row("engine", "... ... store.artifacts_of", "store.artifacts_of")
+    row("engine", "... ... store.cached_outputs", "store.cached_outputs")
     flush = row("engine", "... wait for the metadata writes", "wait for the metadata writes")
     row(
         "engine",
@@ -401,9 +401,10 @@ def profile_cached_rerun(func: Any, home: Path, args: argparse.Namespace) -> lis
     for method in (
         "create_run",
         "record_execution",
+        "insert_executions",
         "get_artifact",
         "record_artifact",
-        "record_event",
+        "record_events",
         "finish_run",
     ):
         if probe.get(f"store.{method}", "recorder")[0]:
@@ -422,11 +423,13 @@ def whatif_without_recording(func: Any, home: Path, args: argparse.Namespace) ->
     from headwater.engine.recorder import MetadataRecorder
 
     os.environ["HEADWATER_HOME"] = str(home)
-    if "_record_task" not in vars(MetadataRecorder):
-        _progress("note: MetadataRecorder._record_task is gone: what-if skipped")
+    names = [n for n in ("_record_task", "_record_hits") if n in vars(MetadataRecorder)]
+    if not names:
+        _progress("note: the recorder's per-task writers are gone: what-if skipped")
         return []
-    original = MetadataRecorder._record_task
-    MetadataRecorder._record_task = lambda self, run_id, snap: None  # type: ignore[method-assign]
+    originals = {n: vars(MetadataRecorder)[n] for n in names}
+    for name in names:
+        setattr(MetadataRecorder, name, lambda self, run_id, snaps: None)
     try:
         times = []
         for i in range(args.repeat):
@@ -435,7 +438,8 @@ def whatif_without_recording(func: Any, home: Path, args: argparse.Namespace) ->
             _progress(f"  {times[-1]:.3f} s")
         return times
     finally:
-        MetadataRecorder._record_task = original  # type: ignore[method-assign]
+        for name, original in originals.items():
+            setattr(MetadataRecorder, name, original)
 
 
 # --------------------------------------------------------------------------------------------------
