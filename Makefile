@@ -29,6 +29,8 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_overhead.py
+	$(BIN)/python benchmarks/cache.py
+	$(BIN)/python benchmarks/metadata_scale.py
 
 clean:
 	rm -rf $(VENV) .headwater-demo .pytest_cache .mypy_cache .ruff_cache
