@@ -199,7 +199,7 @@ def run_ir(
     run_id = run_id or str(uuid.uuid4())
     created = datetime.now(timezone.utc)
     run_dir = config.runs_dir() / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "workspace").mkdir(parents=True, exist_ok=True)  # {{$.workspace_path}}
     context = RunContext(
         run_id=run_id,
         job_name=f"{ir.name}-{created:%Y%m%d%H%M%S}",
