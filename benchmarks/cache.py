@@ -41,10 +41,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import importlib.util
 import json
 import os
-import platform
 import sqlite3
 import statistics
 import subprocess
@@ -58,6 +56,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from _common import (
+    add_report_options,
+    base_machine_info,
+    finish,
+    fmt_s,
+    heading,
+    info_section,
+    kfp_version,
+    load_average,
+    load_module,
+    progress,
+    table,
+    tail,
+)
 
 TARGET_RATIO = 0.05  # cached rerun / uncached run, API
 
@@ -152,14 +165,9 @@ def write_pipeline(directory: Path, args: argparse.Namespace) -> Path:
 
 def load_pipeline_func(path: Path) -> Any:
     """The ``@dsl.pipeline`` object from the generated file (kfp needs the source on disk)."""
-    spec = importlib.util.spec_from_file_location("hw_bench_cache_pipeline", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # kfp's default base_image notice
-        spec.loader.exec_module(module)
+        module = load_module(path)  # module hw_bench_cache_pipeline
     return module.cache_pipeline
 
 
@@ -203,16 +211,16 @@ def api_round(func: Any, home: Path, args: argparse.Namespace, i: int) -> dict[s
         (API_CACHED, True, {}),
         (API_NOCACHE, False, {"enable_cache": False}),
     ):
-        _progress(f"{label} (run {i + 1}/{args.repeat})")
+        progress(f"{label} (run {i + 1}/{args.repeat})")
         out[label] = _api_run(func, args, label, cached, **options)
-        _progress(f"  {out[label]:.3f} s")
+        progress(f"  {out[label]:.3f} s")
     return out
 
 
 def warm_up(func: Any, args: argparse.Namespace, home: Path) -> None:
     """Import and initialise everything once (SQLAlchemy, Alembic, kfp's compiler) untimed."""
     os.environ["HEADWATER_HOME"] = str(home)
-    _progress("warm-up (untimed) ...")
+    progress("warm-up (untimed) ...")
     _api_run(func, args, "warm-up", False)
     _api_run(func, args, "warm-up (cached)", True)
 
@@ -227,10 +235,6 @@ def _child_env(home: Path) -> dict[str, str]:
     env["HEADWATER_HOME"] = str(home)
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-def _tail(text: str, lines: int = 30) -> str:
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _cli_run(path: Path, home: Path, args: argparse.Namespace, label: str, cached: bool) -> float:
@@ -252,7 +256,8 @@ def _cli_run(path: Path, home: Path, args: argparse.Namespace, label: str, cache
     except (IndexError, KeyError, TypeError, ValueError) as exc:
         raise BenchmarkError(
             f"{label}: `{' '.join(cmd)}` exited {proc.returncode} without a JSON result "
-            f"({exc!r})\n--- stdout ---\n{_tail(proc.stdout)}\n--- stderr ---\n{_tail(proc.stderr)}"
+            f"({exc!r})\n--- stdout ---\n{tail(proc.stdout, 30)}\n"
+            f"--- stderr ---\n{tail(proc.stderr, 30)}"
         ) from exc
     _check_tasks(label, state, tasks, args.chains * args.length, cached)
     return seconds
@@ -261,9 +266,9 @@ def _cli_run(path: Path, home: Path, args: argparse.Namespace, label: str, cache
 def cli_round(path: Path, home: Path, args: argparse.Namespace, i: int) -> dict[str, float]:
     out = {}
     for label, cached in ((CLI_UNCACHED, False), (CLI_CACHED, True)):
-        _progress(f"{label} (run {i + 1}/{args.repeat})")
+        progress(f"{label} (run {i + 1}/{args.repeat})")
         out[label] = _cli_run(path, home, args, label, cached)
-        _progress(f"  {out[label]:.3f} s")
+        progress(f"  {out[label]:.3f} s")
     return out
 
 
@@ -298,7 +303,7 @@ class Probe:
         try:
             for owner, attr, step in targets:
                 if attr not in vars(owner):  # renamed in the engine: that row stays empty
-                    _progress(f"note: no {getattr(owner, '__name__', owner)}.{attr} to time")
+                    progress(f"note: no {getattr(owner, '__name__', owner)}.{attr} to time")
                     continue
                 original = vars(owner)[attr]
                 saved.append((owner, attr, original))
@@ -352,10 +357,10 @@ def profile_cached_rerun(func: Any, home: Path, args: argparse.Namespace) -> lis
     """One more cached rerun in `home` with timers; rows for the breakdown table."""
     os.environ["HEADWATER_HOME"] = str(home)
     probe = Probe()
-    _progress("cached rerun with timers (breakdown) ...")
+    progress("cached rerun with timers (breakdown) ...")
     with probe.patched(_probe_targets()):
         total = _api_run(func, args, "cached rerun (timed steps)", True)
-    _progress(f"  {total:.3f} s")
+    progress(f"  {total:.3f} s")
 
     rows: list[list[str]] = []
 
@@ -425,7 +430,7 @@ def whatif_without_recording(func: Any, home: Path, args: argparse.Namespace) ->
     os.environ["HEADWATER_HOME"] = str(home)
     names = [n for n in ("_record_task", "_record_hits") if n in vars(MetadataRecorder)]
     if not names:
-        _progress("note: the recorder's per-task writers are gone: what-if skipped")
+        progress("note: the recorder's per-task writers are gone: what-if skipped")
         return []
     originals = {n: vars(MetadataRecorder)[n] for n in names}
     for name in names:
@@ -433,9 +438,9 @@ def whatif_without_recording(func: Any, home: Path, args: argparse.Namespace) ->
     try:
         times = []
         for i in range(args.repeat):
-            _progress(f"{API_WHATIF} (run {i + 1}/{args.repeat})")
+            progress(f"{API_WHATIF} (run {i + 1}/{args.repeat})")
             times.append(_api_run(func, args, API_WHATIF, True))
-            _progress(f"  {times[-1]:.3f} s")
+            progress(f"  {times[-1]:.3f} s")
         return times
     finally:
         for name, original in originals.items():
@@ -447,64 +452,19 @@ def whatif_without_recording(func: Any, home: Path, args: argparse.Namespace) ->
 # --------------------------------------------------------------------------------------------------
 
 
-def _progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 def machine_info(args: argparse.Namespace) -> dict[str, str]:
     from headwater.engine.resources import machine_cpus
     from headwater.engine.runner import default_parallelism
 
-    cpu_model = platform.processor() or "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:
-        affinity = os.cpu_count() or 0
-    try:
-        from importlib.metadata import version
-
-        kfp_version = version("kfp")
-    except Exception:
-        kfp_version = "not installed"
     parallel = args.max_parallel or default_parallelism(machine_cpus())
-    return {
-        "nproc": f"{affinity} (cpu_count {os.cpu_count()})",
-        "cpu": cpu_model,
-        "os": f"{platform.system()} {platform.release()}",
-        "python": f"{platform.python_version()} ({sys.executable})",
-        "kfp": kfp_version,
+    return base_machine_info() | {
+        "kfp": kfp_version(),
         "sqlite": sqlite3.sqlite_version,
         "workload": f"{args.chains} chains x {args.length} tasks = {args.chains * args.length} "
         f"tasks, each {args.task_seconds} s of {args.work} work + a ~15-40 KB Dataset in/out",
         "max parallel tasks": f"{parallel}" + ("" if args.max_parallel else " (engine default)"),
-        "load average (1/5/15 min) at start": _load(),
+        "load average (1/5/15 min) at start": load_average(),
     }
-
-
-def _load() -> str:
-    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _fmt_s(x: float) -> str:
-    return f"{x:.3f}" if x < 10 else f"{x:.1f}"
-
-
-def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> str:
-    if markdown:
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(out)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def fmt(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    return "\n".join([fmt(headers), fmt(["-" * w for w in widths]), *map(fmt, rows)])
 
 
 def report(
@@ -514,9 +474,8 @@ def report(
     markdown: bool,
 ) -> tuple[str, bool]:
     """The report, and whether the target passed."""
-    h = "### " if markdown else ""
-    bullet = "- " if markdown else "  "
-    parts = [f"{h}Machine", "\n".join(f"{bullet}{k}: {v}" for k, v in info.items())]
+    h = heading(markdown)
+    parts = info_section("Machine", info, markdown)
 
     rows = []
     for m in results.values():
@@ -527,12 +486,12 @@ def report(
                 m.label,
                 f"{cached}/{m.n_tasks}",
                 str(len(m.times)),
-                _fmt_s(m.median),
-                f"{_fmt_s(lo)}-{_fmt_s(hi)}",
+                fmt_s(m.median),
+                f"{fmt_s(lo)}-{fmt_s(hi)}",
             ]
         )
     parts.append(f"{h}Wall time (median of runs)")
-    parts.append(_table(["run", "cached tasks", "runs", "median s", "min-max s"], rows, markdown))
+    parts.append(table(["run", "cached tasks", "runs", "median s", "min-max s"], rows, markdown))
 
     def ratio(num: str, den: str) -> float | None:
         if num in results and den in results:
@@ -550,7 +509,7 @@ def report(
         if r is not None:
             ratio_rows.append([f"{num} / {den}", f"{r * 100:.1f}%"])
     parts.append(f"{h}Cached / uncached (medians)")
-    parts.append(_table(["ratio", "value"], ratio_rows, markdown))
+    parts.append(table(["ratio", "value"], ratio_rows, markdown))
 
     api = ratio(API_CACHED, API_UNCACHED)
     ok = api is not None and api < TARGET_RATIO
@@ -573,12 +532,12 @@ def report(
             ]
         )
     parts.append(f"{h}Target")
-    parts.append(_table(["runner", "target", "measured", "result"], target_rows, markdown))
+    parts.append(table(["runner", "target", "measured", "result"], target_rows, markdown))
 
     if breakdown:
         parts.append(f"{h}Where a cached API rerun's time goes (one more rerun, timers on)")
         headers = ["thread", "step", "calls", "total ms", "ms per call", "of run"]
-        parts.append(_table(headers, breakdown, markdown))
+        parts.append(table(headers, breakdown, markdown))
         parts.append(
             "The recorder thread writes the run's metadata in the background; the engine waits "
             'for it only at the end ("wait for the metadata writes").'
@@ -612,9 +571,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="skip the instrumented cached rerun and the what-if reruns",
     )
     p.add_argument("--timeout", type=float, default=600, help="per CLI run, seconds")
-    p.add_argument("--markdown", action="store_true", help="print the report as Markdown")
-    p.add_argument("--json-out", type=Path, help="also write raw timings as JSON to this file")
-    p.add_argument("--strict", action="store_true", help="exit 2 if the target fails")
+    add_report_options(p, strict_help="exit 2 if the target fails")
     args = p.parse_args(argv)
     if min(args.repeat, args.chains, args.length) < 1:
         p.error("--repeat, --chains and --length must be >= 1")
@@ -627,7 +584,7 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     for name in _IGNORED_ENV:
         if os.environ.pop(name, None) is not None:
-            _progress(f"note: ignoring {name}: every run uses the store in its HEADWATER_HOME")
+            progress(f"note: ignoring {name}: every run uses the store in its HEADWATER_HOME")
     saved_home = os.environ.get("HEADWATER_HOME")
     info = machine_info(args)
     n_tasks = args.chains * args.length
@@ -663,26 +620,18 @@ def main(argv: list[str]) -> int:
         else:
             os.environ["HEADWATER_HOME"] = saved_home
 
-    info["load average (1/5/15 min) at end"] = _load()
+    info["load average (1/5/15 min) at end"] = load_average()
     text, ok = report(results, info, breakdown, args.markdown)
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(
-            json.dumps(
-                {
-                    "machine": info,
-                    "results": [
-                        {"run": m.label, "n_tasks": m.n_tasks, "times_s": m.times}
-                        | {"median_s": m.median}
-                        for m in results.values()
-                    ],
-                    "breakdown": breakdown,
-                    "target_passed": ok,
-                },
-                indent=2,
-            )
-        )
-    return 2 if args.strict and not ok else 0
+    raw = {
+        "machine": info,
+        "results": [
+            {"run": m.label, "n_tasks": m.n_tasks, "times_s": m.times} | {"median_s": m.median}
+            for m in results.values()
+        ],
+        "breakdown": breakdown,
+        "target_passed": ok,
+    }
+    return finish(text, ok, args, raw)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -52,6 +51,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from _common import (
+    add_report_options,
+    base_machine_info,
+    finish,
+    fmt_s,
+    heading,
+    info_section,
+    kfp_version,
+    load_average,
+    load_module,
+    progress,
+    table,
+    tail,
+)
 
 # Targets from the issue.
 TARGET_CHAIN_S_PER_TASK = 0.050
@@ -185,16 +199,6 @@ def _redirect_fds(log_path: Path) -> Iterator[None]:
         os.close(saved[1])
 
 
-def _load_module(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(f"hw_bench_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _extract_output(outputs: Any) -> Any:
     """Single pipeline output from a Headwater ``outputs`` value (dict name -> value)."""
     if isinstance(outputs, dict):
@@ -216,7 +220,7 @@ def _worker_main(spec_json: str) -> int:
             import warnings
 
             warnings.simplefilter("ignore")  # e.g. kfp's base_image FutureWarning
-            module = _load_module(Path(spec["module"]))
+            module = load_module(Path(spec["module"]))
             func = getattr(module, spec["func"])
             if spec["kind"] == "kfp":
                 from kfp import local
@@ -297,10 +301,6 @@ def _child_env(home: Path | None = None) -> dict[str, str]:
     return env
 
 
-def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def _check_value(value: Any, workload: Workload, what: str) -> None:
     if type(value) is not int or value != workload.expected:
         raise BenchmarkError(
@@ -351,8 +351,8 @@ def _run_worker(
         if proc.returncode != 0 or "seconds" not in result:
             raise BenchmarkError(
                 f"{label}: run failed (exit {proc.returncode})\n"
-                f"--- error ---\n{result.get('error', '')}{_tail(proc.stderr)}\n"
-                f"--- suppressed output (tail) ---\n{_tail(log)}"
+                f"--- error ---\n{result.get('error', '')}{tail(proc.stderr)}\n"
+                f"--- suppressed output (tail) ---\n{tail(log)}"
             )
         _check_value(result["value"], workload, label)
         return float(result["seconds"])
@@ -396,7 +396,7 @@ def _run_cli(pipeline_file: Path, workload: Workload, timeout: float) -> float:
         if proc.returncode != 0:
             raise BenchmarkError(
                 f"{label}: `{' '.join(cmd)}` exited {proc.returncode}\n"
-                f"--- stdout ---\n{_tail(proc.stdout)}\n--- stderr ---\n{_tail(proc.stderr)}"
+                f"--- stdout ---\n{tail(proc.stdout)}\n--- stderr ---\n{tail(proc.stderr)}"
             )
         try:
             doc = _parse_cli_json(proc.stdout)
@@ -406,7 +406,7 @@ def _run_cli(pipeline_file: Path, workload: Workload, timeout: float) -> float:
             value = _extract_output(doc.get("outputs"))
         except ValueError as exc:
             raise BenchmarkError(
-                f"{label}: unexpected --json output ({exc})\n--- stdout ---\n{_tail(proc.stdout)}"
+                f"{label}: unexpected --json output ({exc})\n--- stdout ---\n{tail(proc.stdout)}"
             ) from exc
         _check_value(value, workload, label)
         return seconds
@@ -445,39 +445,11 @@ def _installed_distributions() -> list[str]:
     return list(json.loads(out))
 
 
-def _kfp_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("kfp")
-    except Exception:
-        return "not installed"
-
-
 def machine_info() -> dict[str, str]:
-    cpu_model = platform.processor() or "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:
-        affinity = os.cpu_count() or 0
-    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    return {
-        "nproc": f"{affinity} (cpu_count {os.cpu_count()})",
-        "cpu": cpu_model,
-        "os": f"{platform.system()} {platform.release()}",
-        "python": f"{platform.python_version()} ({sys.executable})",
-        "kfp": _kfp_version(),
-        "load average (1/5/15 min) at start": load,
+    return base_machine_info() | {
+        "kfp": kfp_version(),
+        "load average (1/5/15 min) at start": load_average(),
     }
-
-
-def _fmt_s(x: float) -> str:
-    return f"{x:.3f}" if x < 10 else f"{x:.1f}"
 
 
 def _fmt_ms(x: float) -> str:
@@ -488,19 +460,6 @@ def _fmt_x(ratio: float) -> str:
     return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.1f}x"
 
 
-def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> str:
-    if markdown:
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(out)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def fmt(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    return "\n".join([fmt(headers), fmt(["-" * w for w in widths]), *map(fmt, rows)])
-
-
 def report(
     results: dict[tuple[str, str], Measurement],
     info: dict[str, str],
@@ -508,14 +467,10 @@ def report(
     markdown: bool,
 ) -> tuple[str, bool]:
     """Render the report; second item is False if any evaluated target failed."""
-    parts: list[str] = []
-    h = "### " if markdown else ""
-    parts.append(f"{h}Machine")
-    bullet = "- " if markdown else "  "
-    parts.append("\n".join(f"{bullet}{k}: {v}" for k, v in info.items()))
+    h = heading(markdown)
+    parts = info_section("Machine", info, markdown)
     if skipped:
-        parts.append(f"{h}Skipped runners")
-        parts.append("\n".join(f"{bullet}{r}: {why}" for r, why in skipped.items()))
+        parts += info_section("Skipped runners", skipped, markdown)
 
     rows = []
     for m in results.values():
@@ -525,14 +480,14 @@ def report(
                 m.runner,
                 str(m.n_tasks),
                 str(len(m.times)),
-                _fmt_s(m.median),
+                fmt_s(m.median),
                 _fmt_ms(m.per_task),
-                f"{_fmt_s(min(m.times))}-{_fmt_s(max(m.times))}",
+                f"{fmt_s(min(m.times))}-{fmt_s(max(m.times))}",
             ]
         )
     parts.append(f"{h}Wall time (median of runs)")
     headers = ["workload", "runner", "tasks", "runs", "median s", "per task", "min-max s"]
-    parts.append(_table(headers, rows, markdown) if rows else "(nothing measured)")
+    parts.append(table(headers, rows, markdown) if rows else "(nothing measured)")
 
     workloads = sorted({m.workload for m in results.values()}, key=["chain", "fanout"].index)
     ratio_rows = []
@@ -546,7 +501,7 @@ def report(
                     ratio_rows.append([w, f"{kr} / {hw}", _fmt_x(ratio)])
     if ratio_rows:
         parts.append(f"{h}How many times faster Headwater is (kfp.local median / Headwater median)")
-        parts.append(_table(["workload", "ratio", "speed-up"], ratio_rows, markdown))
+        parts.append(table(["workload", "ratio", "speed-up"], ratio_rows, markdown))
 
     all_pass = True
     target_rows = []
@@ -582,7 +537,7 @@ def report(
             )
     parts.append(f"{h}Targets")
     parts.append(
-        _table(["runner", "target", "measured", "result"], target_rows, markdown)
+        table(["runner", "target", "measured", "result"], target_rows, markdown)
         if target_rows
         else "(no Headwater results: targets not evaluated)"
     )
@@ -618,9 +573,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "write them)",
     )
     p.add_argument("--timeout", type=float, default=1800, help="per-run timeout in seconds")
-    p.add_argument("--markdown", action="store_true", help="print the report as Markdown")
-    p.add_argument("--json-out", type=Path, help="also write raw timings as JSON to this file")
-    p.add_argument("--strict", action="store_true", help="exit 2 if a target fails")
+    add_report_options(p, strict_help="exit 2 if a target fails")
     args = p.parse_args(argv)
     if args.repeat < 1 or args.repeat_slow < 1 or args.chain < 1 or args.fanout < 1:
         p.error("--repeat, --repeat-slow, --chain and --fanout must be >= 1")
@@ -669,7 +622,7 @@ def main(argv: list[str]) -> int:
                     m = Measurement(wname, runner, w.n_tasks)
                     for i in range(repeat):
                         label = f"{wname} / {runner} (run {i + 1}/{repeat})"
-                        print(f"running {label} ...", file=sys.stderr, flush=True)
+                        progress(f"running {label} ...")
                         try:
                             if runner in KFP_RUNNERS:
                                 f = files[runner == KFP_DEFAULT]
@@ -685,14 +638,14 @@ def main(argv: list[str]) -> int:
                             print(f"SKIP {runner}: {exc}", file=sys.stderr)
                             break
                         m.times.append(secs)
-                        print(f"  {secs:.3f} s", file=sys.stderr, flush=True)
+                        progress(f"  {secs:.3f} s")
                     if m.times:
                         results[(wname, runner)] = m
     except BenchmarkError as exc:
         print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
         return 1
 
-    info["load average (1/5/15 min) at end"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    info["load average (1/5/15 min) at end"] = load_average()
     if dists_before is not None:
         after = _installed_distributions()
         if after != dists_before:
@@ -702,23 +655,16 @@ def main(argv: list[str]) -> int:
     info["headwater components"] = args.hw_components
 
     text, all_pass = report(results, info, skipped, args.markdown)
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(
-            json.dumps(
-                {
-                    "machine": info,
-                    "skipped": skipped,
-                    "results": [
-                        {"workload": m.workload, "runner": m.runner, "n_tasks": m.n_tasks}
-                        | {"times_s": m.times, "median_s": m.median}
-                        for m in results.values()
-                    ],
-                },
-                indent=2,
-            )
-        )
-    return 2 if args.strict and not all_pass else 0
+    raw = {
+        "machine": info,
+        "skipped": skipped,
+        "results": [
+            {"workload": m.workload, "runner": m.runner, "n_tasks": m.n_tasks}
+            | {"times_s": m.times, "median_s": m.median}
+            for m in results.values()
+        ],
+    }
+    return finish(text, all_pass, args, raw)
 
 
 if __name__ == "__main__":

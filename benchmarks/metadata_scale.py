@@ -49,10 +49,7 @@ import argparse
 import contextlib
 import hashlib
 import importlib.util
-import json
 import math
-import os
-import platform
 import random
 import sqlite3
 import statistics
@@ -64,6 +61,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from _common import (
+    add_report_options,
+    base_machine_info,
+    finish,
+    heading,
+    info_section,
+    load_average,
+    progress,
+    table,
+)
 
 TARGET_LINEAGE_S = 0.050
 
@@ -399,7 +407,7 @@ def fill(url: str, args: argparse.Namespace) -> tuple[Targets, dict[str, int], f
                 for name in ("runs", "executions", "artifacts", "events", "metrics"):
                     if getattr(rows, name):
                         conn.execute(insert(tables[name]), getattr(rows, name))
-            _progress(f"  {min(args.runs, start + _CHUNK_RUNS)} runs")
+            progress(f"  {min(args.runs, start + _CHUNK_RUNS)} runs")
         with engine.begin() as conn:
             if engine.dialect.name == "postgresql":  # explicit ids: move the sequences on
                 for name in ("pipelines", "executions", "artifacts"):
@@ -510,7 +518,7 @@ def run_queries(store: Any, targets: Targets, args: argparse.Namespace) -> list[
     ]
     results = []
     for name, call, target in queries:
-        _progress(f"  {name} x {args.queries + 1}")
+        progress(f"  {name} x {args.queries + 1}")
         times = []
         size = ""
         for i in range(args.queries + 1):
@@ -546,38 +554,16 @@ def _describe(value: Any) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def _progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def _load() -> str:
-    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def machine_info(url: str) -> dict[str, str]:
     from sqlalchemy import __version__ as sqlalchemy_version
 
     from headwater.metadata.sql import SqlMetadataStore
 
-    cpu_model = platform.processor() or "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:
-        affinity = os.cpu_count() or 0
-    return {
-        "nproc": f"{affinity} (cpu_count {os.cpu_count()})",
-        "cpu": cpu_model,
-        "os": f"{platform.system()} {platform.release()}",
-        "python": f"{platform.python_version()} ({sys.executable})",
+    return base_machine_info() | {
         "sqlalchemy": sqlalchemy_version,
         "sqlite": sqlite3.sqlite_version,
         "store": f"{SqlMetadataStore.__name__} at {_mask(url)}",
-        "load average (1/5/15 min) at start": _load(),
+        "load average (1/5/15 min) at start": load_average(),
     }
 
 
@@ -603,29 +589,14 @@ def _fmt_ms(x: float) -> str:
     return f"{x * 1000:.2f}" if x < 0.1 else f"{x * 1000:.0f}"
 
 
-def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> str:
-    if markdown:
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(out)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def fmt(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    return "\n".join([fmt(headers), fmt(["-" * w for w in widths]), *map(fmt, rows)])
-
-
 def report(
     info: dict[str, str],
     store_info: dict[str, str],
     results: list[QueryResult],
     markdown: bool,
 ) -> tuple[str, bool]:
-    h = "### " if markdown else ""
-    bullet = "- " if markdown else "  "
-    parts = [f"{h}Machine", "\n".join(f"{bullet}{k}: {v}" for k, v in info.items())]
-    parts += [f"{h}Store", "\n".join(f"{bullet}{k}: {v}" for k, v in store_info.items())]
+    h = heading(markdown)
+    parts = info_section("Machine", info, markdown) + info_section("Store", store_info, markdown)
     n = len(results[0].times) if results else 0
     rows = [
         [
@@ -640,7 +611,7 @@ def report(
     ]
     parts.append(f"{h}Queries (ms; median, p95 and max over {n} calls on random targets)")
     headers = ["query", "median", "p95", "max", "first call", "first call returned"]
-    parts.append(_table(headers, rows, markdown))
+    parts.append(table(headers, rows, markdown))
     ok = True
     target_rows = []
     for r in results:
@@ -656,7 +627,7 @@ def report(
             ]
         )
     parts.append(f"{h}Target")
-    parts.append(_table(["query", "target", "measured", "result"], target_rows, markdown))
+    parts.append(table(["query", "target", "measured", "result"], target_rows, markdown))
     return "\n\n".join(parts), ok
 
 
@@ -681,9 +652,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--keep", action="store_true", help="keep the temporary SQLite file")
-    p.add_argument("--markdown", action="store_true", help="print the report as Markdown")
-    p.add_argument("--json-out", type=Path, help="also write raw timings as JSON to this file")
-    p.add_argument("--strict", action="store_true", help="exit 2 if a target fails")
+    add_report_options(p, strict_help="exit 2 if a target fails")
     args = p.parse_args(argv)
     if min(args.runs, args.queries, args.sweep, args.shared_inputs) < 1:
         p.error("--runs, --queries, --sweep and --shared-inputs must be >= 1")
@@ -712,7 +681,7 @@ def main(argv: list[str]) -> int:
             if _in_memory(url):
                 raise BenchmarkError("an in-memory SQLite store cannot be filled: use a file")
             info = machine_info(url)
-            _progress(f"filling {_mask(url)} with {args.runs} runs ...")
+            progress(f"filling {_mask(url)} with {args.runs} runs ...")
             targets, counts, fill_s = fill(url, args)
             from headwater.metadata import open_store
 
@@ -744,26 +713,19 @@ def main(argv: list[str]) -> int:
     except BenchmarkError as exc:
         print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
         return 1
-    info["load average (1/5/15 min) at end"] = _load()
+    info["load average (1/5/15 min) at end"] = load_average()
     text, ok = report(info, store_info, results, args.markdown)
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(
-            json.dumps(
-                {
-                    "machine": info,
-                    "store": store_info,
-                    "queries": [
-                        {"query": r.name, "first_s": r.first, "times_s": r.times}
-                        | {"median_s": r.median, "p95_s": r.p95, "passed": r.passed}
-                        for r in results
-                    ],
-                    "target_passed": ok,
-                },
-                indent=2,
-            )
-        )
-    return 2 if args.strict and not ok else 0
+    raw = {
+        "machine": info,
+        "store": store_info,
+        "queries": [
+            {"query": r.name, "first_s": r.first, "times_s": r.times}
+            | {"median_s": r.median, "p95_s": r.p95, "passed": r.passed}
+            for r in results
+        ],
+        "target_passed": ok,
+    }
+    return finish(text, ok, args, raw)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ interpreter) with HEADWATER_HOME in the test's tmp_path; the pipelines live in
 from __future__ import annotations
 
 import base64
-import contextlib
 import fcntl
 import hashlib
 import itertools
@@ -26,103 +25,25 @@ import sys
 import termios
 import time
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import pytest
+from cli_harness import (
+    Cli,
+    cached_flags,
+    kill_leftovers,
+    last_json_line,
+    pipeline,
+    process_gone,
+    run_failed,
+    run_ok,
+    task_states,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
-PIPELINES = Path(__file__).parent / "pipelines"
-
 Span = tuple[float, float]
-
-
-class CliResult(NamedTuple):
-    """What one `headwater` invocation produced."""
-
-    returncode: int
-    result: dict[str, Any] | None
-    stdout: str
-    stderr: str
-
-
-class Cli(NamedTuple):
-    """How to start the CLI in a test: its home, working directory and environment."""
-
-    home: Path
-    cwd: Path
-    env: dict[str, str]
-
-    def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "headwater", *args]
-
-    def __call__(self, *args: str, timeout: float = 60) -> CliResult:
-        proc = subprocess.run(
-            self.argv(*args),
-            capture_output=True,
-            text=True,
-            env=self.env,
-            cwd=self.cwd,
-            timeout=timeout,
-        )
-        return CliResult(proc.returncode, _last_json_line(proc.stdout), proc.stdout, proc.stderr)
-
-
-def _last_json_line(stdout: str) -> dict[str, Any] | None:
-    lines = stdout.strip().splitlines()
-    if not lines:
-        return None
-    try:
-        parsed = json.loads(lines[-1])
-    except json.JSONDecodeError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
-
-
-@pytest.fixture
-def headwater(tmp_path: Path) -> Cli:
-    """The CLI with HEADWATER_HOME under tmp_path; call it to run a command to completion."""
-    home = tmp_path / "headwater-home"
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    env = {**os.environ, "HEADWATER_HOME": str(home)}
-    # A GPU made visible by the caller's environment would change what the scheduler sees.
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    return Cli(home, cwd, env)
-
-
-def pipeline(name: str) -> str:
-    return str(PIPELINES / f"{name}.py")
-
-
-def describe(cli: CliResult) -> str:
-    return f"exit {cli.returncode}\nstdout:\n{cli.stdout}\nstderr:\n{cli.stderr}"
-
-
-def run_ok(cli: CliResult) -> dict[str, Any]:
-    """Assert a successful --json run and return its JSON summary."""
-    assert cli.returncode == 0, describe(cli)
-    assert cli.result is not None, describe(cli)
-    assert cli.result["state"] == "SUCCEEDED"
-    return cli.result
-
-
-def run_failed(cli: CliResult) -> dict[str, Any]:
-    """Assert a failed --json run (exit 1) and return its JSON summary."""
-    assert cli.returncode == 1, describe(cli)
-    assert cli.result is not None, describe(cli)
-    assert cli.result["state"] == "FAILED"
-    return cli.result
-
-
-def task_states(result: dict[str, Any]) -> dict[str, str]:
-    return {task["name"]: task["state"] for task in result["tasks"]}
-
-
-def cached_flags(result: dict[str, Any]) -> dict[str, bool]:
-    return {task["name"]: task["cached"] for task in result["tasks"]}
 
 
 def logs_dir(stderr: str) -> Path:
@@ -130,15 +51,6 @@ def logs_dir(stderr: str) -> Path:
     match = re.search(r"^headwater: logs in (.+)$", stderr, re.MULTILINE)
     assert match, f"no 'logs in' line on stderr:\n{stderr}"
     return Path(match.group(1).strip())
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll `condition` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def read_spans(directory: Path) -> dict[str, Span]:
@@ -186,23 +98,8 @@ def run_in_pty(cli: Cli, *args: str, timeout: float = 30) -> tuple[int, str]:
         returncode = proc.wait(timeout=10)
     finally:
         os.close(master)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_leftovers(proc)
     return returncode, b"".join(chunks).decode("utf-8", "replace")
-
-
-def process_gone(pid: int) -> bool:
-    """True when `pid` no longer runs (a zombie awaiting an unrelated parent counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] == "Z"
 
 
 # --- console output and logs -----------------------------------------------------------------
@@ -422,7 +319,7 @@ def test_accelerator_request_without_gpu(headwater: Cli) -> None:
 def test_missing_packages_stop_the_run(headwater: Cli) -> None:
     cli = headwater("run", pipeline("runtime_missing_pkg"), "--json")
 
-    assert cli.returncode == 2, describe(cli)
+    assert cli.returncode == 2, cli.describe()
     lines = cli.stderr.strip().splitlines()
     assert len(lines) == 1, cli.stderr
     assert "headwater-no-such-pkg-xyz==1.0" in lines[0]
@@ -467,7 +364,7 @@ def test_install_packages_from_a_local_wheel(headwater: Cli, tmp_path: Path) -> 
 
     # Without --install-packages the wheel is reported missing.
     refused = headwater(*args[:-1])
-    assert refused.returncode == 2, describe(refused)
+    assert refused.returncode == 2, refused.describe()
     assert str(wheel) in refused.stderr
 
     first = run_ok(headwater(*args))
@@ -535,12 +432,7 @@ def test_sigint_stops_run_and_its_tasks(
         assert "Traceback" not in stderr
         wait_for(lambda: process_gone(task_pid), 10, f"the task process {task_pid} to end")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if task_pid is not None and not process_gone(task_pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(task_pid, signal.SIGKILL)
+        kill_leftovers(proc, task_pid)
 
 
 # --- cache -----------------------------------------------------------------------------------
@@ -561,7 +453,7 @@ def test_cache_clear(headwater: Cli) -> None:
     assert keyed() == len(RUNTIME_OUTPUT_TASKS)
 
     cleared = headwater("cache", "clear")
-    assert cleared.returncode == 0, describe(cleared)
+    assert cleared.returncode == 0, cleared.describe()
     assert keyed() == 0
     assert f"cleared {len(RUNTIME_OUTPUT_TASKS)} cached task result(s)" in cleared.stderr
 
@@ -615,7 +507,7 @@ def test_python_api(headwater: Cli) -> None:
     )
 
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = _last_json_line(proc.stdout)
+    report = last_json_line(proc.stdout)
     assert report is not None, proc.stdout
     assert report["is_run"] is True
     assert report["state"] == "SUCCEEDED"

@@ -7,19 +7,17 @@ run is a real subprocess (`python -m headwater ...`) with HEADWATER_HOME in the 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 import yaml
+from cli_harness import PIPELINES, Cli, cached_flags, run_failed, run_ok, task_states
 
 pytestmark = pytest.mark.integration
-
-PIPELINES = Path(__file__).parent / "pipelines"
 
 SUCCEEDED = "SUCCEEDED"
 FAILED = "FAILED"
@@ -39,49 +37,10 @@ compiler.Compiler().compile(getattr(module, name), out)
 """
 
 
-class CliResult(NamedTuple):
-    """What one `headwater` invocation produced."""
-
-    returncode: int
-    result: dict[str, Any] | None
-    stdout: str
-    stderr: str
-
-
-Headwater = Callable[..., CliResult]
-
-
-def _last_json_line(stdout: str) -> dict[str, Any] | None:
-    lines = stdout.strip().splitlines()
-    if not lines:
-        return None
-    try:
-        parsed = json.loads(lines[-1])
-    except json.JSONDecodeError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
-
-
 @pytest.fixture
-def headwater(tmp_path: Path) -> Headwater:
-    """Factory: run the CLI with the given arguments, HEADWATER_HOME under tmp_path."""
-    home = tmp_path / "headwater-home"
-    workdir = tmp_path / "cwd"
-    workdir.mkdir()
-    env = {**os.environ, "HEADWATER_HOME": str(home)}
-
-    def run(*args: str, timeout: float = 100) -> CliResult:
-        proc = subprocess.run(
-            [sys.executable, "-m", "headwater", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=workdir,
-            timeout=timeout,
-        )
-        return CliResult(proc.returncode, _last_json_line(proc.stdout), proc.stdout, proc.stderr)
-
-    return run
+def headwater(headwater: Cli) -> Cli:
+    """The shared `headwater` fixture, with 100 s per command instead of 60."""
+    return headwater._replace(timeout=100)
 
 
 def compile_pipeline(py_file: str, function: str, out: Path) -> Path:
@@ -95,37 +54,6 @@ def compile_pipeline(py_file: str, function: str, out: Path) -> Path:
         timeout=60,
     )
     return out
-
-
-def run_ok(cli: CliResult) -> dict[str, Any]:
-    """Assert a successful --json run and return its JSON summary."""
-    assert cli.returncode == 0, (
-        f"exit {cli.returncode}\nstdout:\n{cli.stdout}\nstderr:\n{cli.stderr}"
-    )
-    assert cli.result is not None, f"no JSON on the last stdout line:\n{cli.stdout}"
-    assert cli.result["state"] == SUCCEEDED
-    assert isinstance(cli.result["run_id"], str) and cli.result["run_id"]
-    return cli.result
-
-
-def run_failed(cli: CliResult) -> dict[str, Any]:
-    """Assert a failed --json run (exit 1) and return its JSON summary."""
-    assert cli.returncode == 1, (
-        f"exit {cli.returncode}\nstdout:\n{cli.stdout}\nstderr:\n{cli.stderr}"
-    )
-    assert cli.result is not None, f"no JSON on the last stdout line:\n{cli.stdout}"
-    assert cli.result["state"] == FAILED
-    return cli.result
-
-
-def task_states(result: dict[str, Any]) -> dict[str, str]:
-    names = [task["name"] for task in result["tasks"]]
-    assert len(names) == len(set(names)), f"duplicate task names: {sorted(names)}"
-    return {task["name"]: task["state"] for task in result["tasks"]}
-
-
-def cached_flags(result: dict[str, Any]) -> dict[str, bool]:
-    return {task["name"]: task["cached"] for task in result["tasks"]}
 
 
 def local_path(uri: str) -> Path:
@@ -214,7 +142,7 @@ def assert_params_chain_outputs(outputs: dict[str, Any], summary: dict[str, Any]
         ),
     ],
 )
-def test_params_chain(headwater: Headwater, params: list[str], summary: dict[str, Any]) -> None:
+def test_params_chain(headwater: Cli, params: list[str], summary: dict[str, Any]) -> None:
     result = run_ok(headwater("run", str(PIPELINES / "params_chain.py"), "--json", *params))
 
     assert task_states(result) == PARAMS_CHAIN_TASKS
@@ -246,7 +174,7 @@ EVALUATION_SLICES = [
 ]
 
 
-def test_artifact_types(headwater: Headwater) -> None:
+def test_artifact_types(headwater: Cli) -> None:
     result = run_ok(headwater("run", str(PIPELINES / "artifacts.py"), "--json"))
 
     assert task_states(result) == {
@@ -287,7 +215,7 @@ def test_artifact_types(headwater: Headwater) -> None:
 # --- 3. container components -----------------------------------------------------------------
 
 
-def test_container_components(headwater: Headwater) -> None:
+def test_container_components(headwater: Cli) -> None:
     result = run_ok(headwater("run", str(PIPELINES / "container_components.py"), "--json"))
 
     assert task_states(result) == {
@@ -327,7 +255,7 @@ def test_container_components(headwater: Headwater) -> None:
 # --- 4. importer -----------------------------------------------------------------------------
 
 
-def test_importer(headwater: Headwater, tmp_path: Path) -> None:
+def test_importer(headwater: Cli, tmp_path: Path) -> None:
     source = tmp_path / "input.txt"
     source.write_text("imported-content")
 
@@ -399,7 +327,7 @@ def _condition_states(mode_branch: int, level_tasks: dict[str, str], legacy: str
     ],
 )
 def test_conditions(
-    headwater: Headwater,
+    headwater: Cli,
     mode: str,
     level: int,
     expected_branch: str,
@@ -431,7 +359,7 @@ def test_conditions(
 # --- 6. loops --------------------------------------------------------------------------------
 
 
-def test_loops(headwater: Headwater, tmp_path: Path) -> None:
+def test_loops(headwater: Cli, tmp_path: Path) -> None:
     scratch = tmp_path / "probe"
     result = run_ok(
         headwater(
@@ -464,7 +392,7 @@ def test_loops(headwater: Headwater, tmp_path: Path) -> None:
     assert 1 <= outputs["peak_running"] <= 2
 
 
-def test_loops_nested(headwater: Headwater) -> None:
+def test_loops_nested(headwater: Cli) -> None:
     result = run_ok(
         headwater("run", str(PIPELINES / "loops_nested.py"), "--pipeline", "main", "--json")
     )
@@ -484,7 +412,7 @@ def test_loops_nested(headwater: Headwater) -> None:
     assert outputs["scaled_total"] == 3 + 5 + 7
 
 
-def test_loops_over_artifacts(headwater: Headwater) -> None:
+def test_loops_over_artifacts(headwater: Cli) -> None:
     result = run_ok(
         headwater("run", str(PIPELINES / "loops_artifacts.py"), "--pipeline", "main", "--json")
     )
@@ -506,7 +434,7 @@ def test_loops_over_artifacts(headwater: Headwater) -> None:
 # --- 7. nested pipelines ---------------------------------------------------------------------
 
 
-def test_nested_pipelines(headwater: Headwater) -> None:
+def test_nested_pipelines(headwater: Cli) -> None:
     result = run_ok(
         headwater("run", str(PIPELINES / "nested_pipelines.py"), "--pipeline", "main", "--json")
     )
@@ -549,7 +477,7 @@ def test_nested_pipelines(headwater: Headwater) -> None:
     ],
 )
 def test_exit_handler(
-    headwater: Headwater, tmp_path: Path, fail: str, final_state: str, states: dict[str, str]
+    headwater: Cli, tmp_path: Path, fail: str, final_state: str, states: dict[str, str]
 ) -> None:
     scratch = tmp_path / "scratch"
     cli = headwater(
@@ -574,7 +502,7 @@ def test_exit_handler(
 RETRIES_TASKS = ["flaky", "read-env", "sized", "count-runs"]
 
 
-def test_retries_env_resources_and_caching(headwater: Headwater, tmp_path: Path) -> None:
+def test_retries_env_resources_and_caching(headwater: Cli, tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     args = ["run", str(PIPELINES / "retries.py"), "--json", "--param", f"scratch={scratch}"]
 
@@ -603,7 +531,7 @@ def test_retries_env_resources_and_caching(headwater: Headwater, tmp_path: Path)
     assert third["outputs"] == {"attempts": 4, "env": "hello-env|two", "sized": 42, "runs": 3}
 
 
-def test_retries_exhausted(headwater: Headwater, tmp_path: Path) -> None:
+def test_retries_exhausted(headwater: Cli, tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     result = run_failed(
         headwater(
@@ -630,7 +558,7 @@ def test_retries_exhausted(headwater: Headwater, tmp_path: Path) -> None:
 # --- 10. failure -----------------------------------------------------------------------------
 
 
-def test_failure(headwater: Headwater) -> None:
+def test_failure(headwater: Cli) -> None:
     cli = headwater("run", str(PIPELINES / "failure.py"), "--json", "--max-parallel", "2")
 
     result = run_failed(cli)
@@ -739,7 +667,7 @@ def _bad_cel(tmp_path: Path) -> list[str]:
     ],
 )
 def test_bad_input(
-    headwater: Headwater,
+    headwater: Cli,
     tmp_path: Path,
     make_args: Callable[[Path], list[str]],
     hints: list[str],
@@ -761,7 +689,7 @@ def test_bad_input(
 
 
 @pytest.mark.parametrize("suffix", [".yaml", ".json"], ids=["yaml", "json"])
-def test_run_compiled_ir(headwater: Headwater, tmp_path: Path, suffix: str) -> None:
+def test_run_compiled_ir(headwater: Cli, tmp_path: Path, suffix: str) -> None:
     compiled = compile_pipeline("params_chain.py", "params_chain", tmp_path / f"ir{suffix}")
 
     result = run_ok(headwater("run", str(compiled), "--json"))
@@ -770,7 +698,7 @@ def test_run_compiled_ir(headwater: Headwater, tmp_path: Path, suffix: str) -> N
     assert_params_chain_outputs(result["outputs"], DEFAULT_SUMMARY)
 
 
-def test_compile_command(headwater: Headwater, tmp_path: Path) -> None:
+def test_compile_command(headwater: Cli, tmp_path: Path) -> None:
     out = tmp_path / "out.yaml"
 
     cli = headwater("compile", str(PIPELINES / "params_chain.py"), "-o", str(out))

@@ -11,102 +11,34 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
+from cli_harness import (
+    Cli,
+    CliResult,
+    cached_flags,
+    kill_leftovers,
+    pipeline,
+    process_gone,
+    run_failed,
+    run_ok,
+    wait_for,
+)
 from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
-PIPELINES = Path(__file__).parent / "pipelines"
 POSTGRES_URL = os.environ.get("HEADWATER_TEST_POSTGRES_URL", "")
-
-
-class CliResult(NamedTuple):
-    """What one `headwater` invocation produced."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def describe(self) -> str:
-        return f"exit {self.returncode}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}"
-
-    def json(self) -> Any:
-        """The JSON on the last stdout line (a dict for `run`, a list for `runs list`)."""
-        assert self.returncode == 0, self.describe()
-        lines = self.stdout.strip().splitlines()
-        assert lines, self.describe()
-        return json.loads(lines[-1])
-
-
-class Cli(NamedTuple):
-    """How to start the CLI in a test: its home, working directory and environment."""
-
-    home: Path
-    cwd: Path
-    env: dict[str, str]
-
-    def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "headwater", *args]
-
-    def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(*args), text=True, env=self.env, cwd=self.cwd, **kwargs)
-
-    def __call__(self, *args: str, timeout: float = 60) -> CliResult:
-        proc = subprocess.run(
-            self.argv(*args),
-            capture_output=True,
-            text=True,
-            env=self.env,
-            cwd=self.cwd,
-            timeout=timeout,
-        )
-        return CliResult(proc.returncode, proc.stdout, proc.stderr)
-
-    # -- the commands the tests use most ------------------------------------------------------
-
-    def run(self, name: str, *args: str, params: dict[str, Any] | None = None) -> CliResult:
-        argv = ["run", pipeline(name), "--json", *args]
-        for key, value in (params or {}).items():
-            argv += ["--param", f"{key}={value}"]
-        return self(*argv)
-
-    def run_ok(self, name: str, *args: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return succeeded(self.run(name, *args, params=params))
-
-    def runs(self, *args: str) -> list[dict[str, Any]]:
-        listed = self("runs", "list", "--json", *args).json()
-        assert isinstance(listed, list), listed
-        return listed
-
-    def show(self, run_id: str) -> dict[str, Any]:
-        shown = self("runs", "show", run_id, "--json").json()
-        assert isinstance(shown, dict), shown
-        return shown
-
-
-@pytest.fixture
-def headwater(tmp_path: Path) -> Cli:
-    """The CLI with HEADWATER_HOME under tmp_path; call it to run a command to completion."""
-    home = tmp_path / "headwater-home"
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    env = {**os.environ, "HEADWATER_HOME": str(home)}
-    for name in ("HEADWATER_METADATA_URL", "HEADWATER_PIPELINE_ROOT", "CUDA_VISIBLE_DEVICES"):
-        env.pop(name, None)
-    return Cli(home, cwd, env)
 
 
 @pytest.fixture
@@ -117,25 +49,6 @@ def scratch(tmp_path: Path) -> Path:
     return path
 
 
-def pipeline(name: str) -> str:
-    return str(PIPELINES / f"{name}.py")
-
-
-def succeeded(cli: CliResult) -> dict[str, Any]:
-    """Assert a successful `run --json` and return its summary."""
-    result = cli.json()
-    assert result["state"] == "SUCCEEDED", cli.describe()
-    return dict(result)
-
-
-def failed(cli: CliResult) -> dict[str, Any]:
-    """Assert a failed `run --json` (exit 1) and return its summary."""
-    assert cli.returncode == 1, cli.describe()
-    result = json.loads(cli.stdout.strip().splitlines()[-1])
-    assert result["state"] == "FAILED", cli.describe()
-    return dict(result)
-
-
 def one_line_error(cli: CliResult) -> str:
     """Assert a user error: exit 2, one stderr line, no traceback; return the line."""
     assert cli.returncode == 2, cli.describe()
@@ -143,10 +56,6 @@ def one_line_error(cli: CliResult) -> str:
     assert len(lines) == 1, cli.describe()
     assert "Traceback" not in cli.stderr + cli.stdout
     return lines[0]
-
-
-def cached(result: dict[str, Any]) -> dict[str, bool]:
-    return {task["name"]: task["cached"] for task in result["tasks"]}
 
 
 def tasks_of(shown: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -170,35 +79,13 @@ def output_uri(task: dict[str, Any], slot: str) -> str:
     return str(uris[0])
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll `condition` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def process_gone(pid: int) -> bool:
-    """True when `pid` no longer runs (a zombie awaiting an unrelated parent counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] == "Z"
-
-
 # --- runs list / show --------------------------------------------------------------------------
 
 
 def test_runs_list_newest_first_with_metrics_and_filters(headwater: Cli, scratch: Path) -> None:
     first = headwater.run_ok("storage_lineage", params={"lr": 0.1})["run_id"]
     second = headwater.run_ok("storage_lineage", params={"lr": 0.25})["run_id"]
-    broken = failed(headwater.run("storage_chain", params={"scratch": scratch}))["run_id"]
+    broken = run_failed(headwater.run("storage_chain", params={"scratch": scratch}))["run_id"]
 
     listed = headwater.runs()
     assert [r["run_id"] for r in listed] == [broken, second, first]
@@ -261,7 +148,7 @@ def test_runs_show_tasks_artifacts_and_logs(headwater: Cli) -> None:
         assert task["log_path"] in text.stdout
 
     rerun = headwater.run_ok("storage_lineage", params={"lr": 0.1})
-    assert cached(rerun) == dict.fromkeys(tasks, True)
+    assert cached_flags(rerun) == dict.fromkeys(tasks, True)
     # A cached Metrics artifact still counts as the rerun's metrics.
     assert headwater.runs()[0]["metrics"] == pytest.approx({"accuracy": 0.9, "loss": 0.5})
     again = tasks_of(headwater.show(rerun["run_id"]))
@@ -348,7 +235,7 @@ def test_runs_delete_keeps_artifacts_other_runs_use(headwater: Cli) -> None:
     first = headwater.run_ok("storage_lineage", params={"lr": 0.1})["run_id"]
     second_result = headwater.run_ok("storage_lineage", params={"lr": 0.2})
     second = second_result["run_id"]
-    assert cached(second_result)["make-dataset"] is True  # reuses the first run's dataset
+    assert cached_flags(second_result)["make-dataset"] is True  # reuses the first run's dataset
     one, two = tasks_of(headwater.show(first)), tasks_of(headwater.show(second))
     dataset = output_uri(one["make-dataset"], "dataset")
     assert output_uri(two["make-dataset"], "dataset") == dataset
@@ -377,17 +264,17 @@ def test_runs_delete_keeps_artifacts_other_runs_use(headwater: Cli) -> None:
 
 def test_cache_hits_across_different_pipelines(headwater: Cli) -> None:
     a = headwater.run_ok("storage_shared_a", params={"word": "river"})
-    assert cached(a) == {"shout": False, "twice": False}
+    assert cached_flags(a) == {"shout": False, "twice": False}
     assert a["outputs"] == {"Output": "RIVER!RIVER!"}
 
     b = headwater.run_ok("storage_shared_b", params={"word": "river"})
-    assert cached(b) == {"shout": True, "count-letters": False}
+    assert cached_flags(b) == {"shout": True, "count-letters": False}
     assert b["outputs"] == {"Output": 5}
     source = tasks_of(headwater.show(a["run_id"]))["shout"]["execution_id"]
     assert tasks_of(headwater.show(b["run_id"]))["shout"]["cached_from"] == source
 
     other_word = headwater.run_ok("storage_shared_b", params={"word": "lake"})
-    assert cached(other_word) == {"shout": False, "count-letters": False}
+    assert cached_flags(other_word) == {"shout": False, "count-letters": False}
 
 
 def test_input_file_changed_in_place_is_a_miss(headwater: Cli, tmp_path: Path) -> None:
@@ -402,13 +289,13 @@ def test_input_file_changed_in_place_is_a_miss(headwater: Cli, tmp_path: Path) -
 
     second = headwater.run_ok("storage_import", params=params)
     assert second["outputs"] == {"Output": "new-2|steady"}
-    flags = cached(second)
+    flags = cached_flags(second)
     assert flags["read-text"] is False
     assert flags["read-text-2"] is True
 
     third = headwater.run_ok("storage_import", params=params)
     assert third["outputs"] == second["outputs"]
-    assert cached(third)["read-text"] is True
+    assert cached_flags(third)["read-text"] is True
 
 
 def test_pipeline_artifact_changed_in_place_is_not_served_stale(headwater: Cli) -> None:
@@ -422,7 +309,7 @@ def test_pipeline_artifact_changed_in_place_is_not_served_stale(headwater: Cli) 
     rows = len(consumed.read_text().splitlines())
     # Whatever was reused, the model must have been trained on the dataset the run used.
     assert second["outputs"] == {"Output": f"weights rows={rows} lr=0.1"}, (
-        f"train consumed {consumed} with {rows} rows; cached={cached(second)}"
+        f"train consumed {consumed} with {rows} rows; cached={cached_flags(second)}"
     )
 
 
@@ -432,7 +319,7 @@ def test_deleted_output_is_a_miss(headwater: Cli) -> None:
     dataset.unlink()
 
     second = headwater.run_ok("storage_lineage", params={"lr": 0.1})
-    flags = cached(second)
+    flags = cached_flags(second)
     assert flags["make-dataset"] is False
     again = tasks_of(headwater.show(second["run_id"]))
     remade = Path(output_uri(again["make-dataset"], "dataset"))
@@ -445,14 +332,14 @@ def test_deleted_output_is_a_miss(headwater: Cli) -> None:
 def test_no_cache_and_disabled_caching_run_the_task(headwater: Cli, scratch: Path) -> None:
     params = {"scratch": scratch}
     first = headwater.run_ok("storage_switches", params=params)
-    assert cached(first) == {"touch": False, "touch-2": False}
+    assert cached_flags(first) == {"touch": False, "touch-2": False}
 
     second = headwater.run_ok("storage_switches", params=params)
-    assert cached(second) == {"touch": True, "touch-2": False}
+    assert cached_flags(second) == {"touch": True, "touch-2": False}
     assert (calls(scratch, "on"), calls(scratch, "off")) == (1, 2)
 
     forced = headwater.run_ok("storage_switches", "--no-cache", params=params)
-    assert cached(forced) == {"touch": False, "touch-2": False}
+    assert cached_flags(forced) == {"touch": False, "touch-2": False}
     assert (calls(scratch, "on"), calls(scratch, "off")) == (2, 3)
 
 
@@ -460,16 +347,16 @@ def test_no_cache_and_disabled_caching_run_the_task(headwater: Cli, scratch: Pat
 
 
 def test_resume_completes_a_failed_run(headwater: Cli, scratch: Path) -> None:
-    first = failed(headwater.run("storage_chain", params={"scratch": scratch}))
+    first = run_failed(headwater.run("storage_chain", params={"scratch": scratch}))
     run_id = first["run_id"]
     assert {t["name"]: t["state"] for t in first["tasks"]}["step-3"] == "FAILED"
     assert [calls(scratch, label) for label in "abcd"] == [1, 1, 1, 0]
     (scratch / "marker").touch()
 
-    resumed = succeeded(headwater("run", "--resume", run_id, "--json"))
+    resumed = run_ok(headwater("run", "--resume", run_id, "--json"))
     assert resumed["run_id"] == run_id
     assert resumed["outputs"] == {"Output": "abcd"}
-    flags = cached(resumed)
+    flags = cached_flags(resumed)
     assert flags == {"step": True, "step-2": True, "step-3": False, "step-4": False}
     # step-2 has caching off: only the run's own record can have reused it.
     assert [calls(scratch, label) for label in "abcd"] == [1, 1, 2, 1]
@@ -538,19 +425,14 @@ def test_sigkilled_engine_is_interrupted_and_resumable(
         assert states == {"quick": "SUCCEEDED", "nap": "FAILED"}
 
         (scratch / "marker").touch()
-        resumed = succeeded(headwater("run", "--resume", run_id, "--json"))
+        resumed = run_ok(headwater("run", "--resume", run_id, "--json"))
         assert resumed["run_id"] == run_id
-        assert cached(resumed) == {"quick": True, "nap": False}
+        assert cached_flags(resumed) == {"quick": True, "nap": False}
         assert resumed["outputs"] == {"Output": "quick+nap"}
         assert (calls(scratch, "quick"), calls(scratch, "nap")) == (1, 2)
         assert [r["state"] for r in headwater.runs()] == ["SUCCEEDED"]
     finally:
-        if engine.poll() is None:
-            engine.kill()
-            engine.wait()
-        if task_pid is not None and not process_gone(task_pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(task_pid, signal.SIGKILL)
+        kill_leftovers(engine, task_pid)
 
 
 # --- concurrent runs -------------------------------------------------------------------------
@@ -575,14 +457,12 @@ def test_concurrent_runs_share_one_sqlite_store(headwater: Cli) -> None:
     try:
         for seed, engine in engines.items():
             stdout, stderr = engine.communicate(timeout=150)
-            cli = CliResult(engine.returncode, stdout, stderr)
-            results[seed] = succeeded(cli)
+            cli = CliResult.of(engine.returncode, stdout, stderr)
+            results[seed] = run_ok(cli)
             assert results[seed]["outputs"] == {"Output": seed * 100 + 50}, cli.describe()
     finally:
         for engine in engines.values():
-            if engine.poll() is None:
-                engine.kill()
-                engine.wait()
+            kill_leftovers(engine)
 
     listed = headwater.runs()
     assert sorted(r["run_id"] for r in listed) == sorted(r["run_id"] for r in results.values())
@@ -641,7 +521,7 @@ def test_s3_pipeline_root(s3_cli: Cli, s3_env: S3Server, s3_bucket: str, how: st
     assert artifact["metadata"] == {"chars": 10}
 
     rerun = s3_cli.run_ok("storage_s3", *args)
-    assert cached(rerun) == {"produce": True, "consume": True}
+    assert cached_flags(rerun) == {"produce": True, "consume": True}
     assert rerun["outputs"] == result["outputs"]
 
     def objects() -> set[str]:
@@ -731,7 +611,7 @@ def postgres_url() -> Iterator[str]:
 
 def test_postgres_end_to_end(headwater: Cli, postgres_url: str) -> None:
     url = ["--metadata-url", postgres_url]
-    first = succeeded(headwater(*url, "run", pipeline("storage_lineage"), "--json"))
+    first = run_ok(headwater(*url, "run", pipeline("storage_lineage"), "--json"))
     run_id = first["run_id"]
 
     listed = headwater(*url, "runs", "list", "--json").json()
@@ -744,7 +624,7 @@ def test_postgres_end_to_end(headwater: Cli, postgres_url: str) -> None:
     assert tasks == {"train", "make-dataset"}
     assert f"r:{run_id}" in {n["id"] for n in graph["nodes"]}
 
-    rerun = succeeded(headwater(*url, "run", pipeline("storage_lineage"), "--json"))
-    assert cached(rerun) == {"make-dataset": True, "train": True, "evaluate": True}
+    rerun = run_ok(headwater(*url, "run", pipeline("storage_lineage"), "--json"))
+    assert cached_flags(rerun) == {"make-dataset": True, "train": True, "evaluate": True}
     # Everything went to PostgreSQL: no SQLite store was made.
     assert not (headwater.home / "metadata.db").exists()
