@@ -10,7 +10,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from headwater.errors import NotFoundError
-from headwater.metadata.base import Direction, ExecutionRecord, MetadataStore, RunRecord
+from headwater.metadata.base import (
+    ArtifactRecord,
+    Direction,
+    EventRecord,
+    ExecutionRecord,
+    MetadataStore,
+    RunRecord,
+)
 
 
 def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -100,7 +107,8 @@ def cmd_runs(args: argparse.Namespace, store: MetadataStore) -> int:
     if args.runs_command == "delete":
         return _delete(store, run)
     executions = store.list_executions(run.run_id)
-    tasks = [_execution_json(store, e) for e in executions]
+    events = store.artifacts_of_many([e.id for e in executions if e.id is not None])
+    tasks = [_execution_json(e, events.get(e.id or 0, [])) for e in executions]
     if args.json:
         print(json.dumps({**_run_json(run), "parameters": run.parameters, "outputs": run.outputs,
                           "error": run.error, "pipeline_root": run.pipeline_root,
@@ -127,12 +135,13 @@ def _short(value: dict[str, Any], width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _execution_json(store: MetadataStore, e: ExecutionRecord) -> dict[str, Any]:
+def _execution_json(
+    e: ExecutionRecord, events: list[tuple[EventRecord, ArtifactRecord]]
+) -> dict[str, Any]:
     arts: dict[str, dict[str, list[str]]] = {"inputs": {}, "outputs": {}}
-    if e.id is not None:
-        for event, art in store.artifacts_of(e.id):
-            side = "inputs" if event.kind == "INPUT" else "outputs"
-            arts[side].setdefault(event.slot, []).append(art.uri)
+    for event, art in events:
+        side = "inputs" if event.kind == "INPUT" else "outputs"
+        arts[side].setdefault(event.slot, []).append(art.uri)
     took = ""
     if e.started_at and e.finished_at:
         took = f"{e.finished_at - e.started_at:.2f}s"

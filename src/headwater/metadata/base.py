@@ -200,6 +200,12 @@ class MetadataStore(abc.ABC):
         for event in events:
             self.record_event(event)
 
+    def artifacts_of_many(
+        self, execution_ids: list[int]
+    ) -> dict[int, list[tuple[EventRecord, ArtifactRecord]]]:
+        """`artifacts_of` for several executions; backends may answer in one query."""
+        return {i: self.artifacts_of(i) for i in execution_ids}
+
     @abc.abstractmethod
     def artifacts_of(self, execution_id: int) -> list[tuple[EventRecord, ArtifactRecord]]:
         """The artifacts an execution consumed and produced, with their events."""

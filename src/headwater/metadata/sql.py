@@ -502,6 +502,34 @@ class SqlMetadataStore(MetadataStore):
             out.append((ev, artifact_record(row)))
         return out
 
+    def artifacts_of_many(
+        self, execution_ids: list[int]
+    ) -> dict[int, list[tuple[EventRecord, ArtifactRecord]]]:
+        """The events and artifacts of several executions, one query per 500 ids."""
+        found: dict[int, list[tuple[EventRecord, ArtifactRecord]]] = {i: [] for i in execution_ids}
+
+        def read(conn: Connection) -> None:
+            for batch in chunks(list(execution_ids)):
+                query = (
+                    select(
+                        EVENTS.c.execution_id.label("event_execution"),
+                        EVENTS.c.kind,
+                        EVENTS.c.slot,
+                        EVENTS.c.index.label("event_index"),
+                        ARTIFACTS,
+                    )
+                    .join(ARTIFACTS, ARTIFACTS.c.id == EVENTS.c.artifact_id)
+                    .where(EVENTS.c.execution_id.in_(batch))
+                    .order_by(EVENTS.c.kind, EVENTS.c.slot, EVENTS.c.index, EVENTS.c.id)
+                )
+                for row in conn.execute(query):
+                    kind = cast(Literal["INPUT", "OUTPUT"], row.kind)
+                    ev = EventRecord(row.event_execution, row.id, kind, row.slot, row.event_index)
+                    found[row.event_execution].append((ev, artifact_record(row)))
+
+        self._db.transaction(read)
+        return found
+
     def artifacts_of(self, execution_id: int) -> list[tuple[EventRecord, ArtifactRecord]]:
         """The artifacts an execution consumed and produced: inputs first, by slot and index."""
         return self._db.transaction(lambda conn: self._artifacts_of(conn, execution_id))
