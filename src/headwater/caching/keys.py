@@ -28,16 +28,25 @@ def content_digest(uri: str) -> str | None:
     if "://" in path:
         return None
     h = hashlib.blake2b(digest_size=20)
-    if os.path.isfile(path):
-        _hash_file(h, path)
-    elif os.path.isdir(path):
-        for root, dirs, files in os.walk(path):
-            dirs.sort()
-            for name in sorted(files):
-                full = os.path.join(root, name)
-                h.update(os.path.relpath(full, path).encode() + b"\0")
-                _hash_file(h, full)
-    else:
+    try:
+        if os.path.isfile(path):
+            _hash_file(h, path)
+        elif os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                for name in sorted(files):
+                    full = os.path.join(root, name)
+                    h.update(os.path.relpath(full, path).encode() + b"\0")
+                    if os.path.islink(full) or not os.path.isfile(full):
+                        # A symlink (maybe dangling) or a FIFO: its name and target, never
+                        # its content (a FIFO would block forever).
+                        target = os.readlink(full) if os.path.islink(full) else "special"
+                        h.update(b"->" + target.encode() + b"\0")
+                        continue
+                    _hash_file(h, full)
+        else:
+            return None
+    except OSError:
         return None
     return h.hexdigest()
 

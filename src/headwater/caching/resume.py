@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 from headwater.artifacts.base import ArtifactStore
 from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.store import StoreTaskCache, outputs_of
 from headwater.engine.model import Launch
-from headwater.metadata.base import MetadataStore
+from headwater.metadata.base import ExecutionRecord, MetadataStore
 
 
 class ResumeCache(TaskCache):
@@ -31,8 +33,32 @@ class ResumeCache(TaskCache):
     def lookup(self, *, launch: Launch, key: str) -> CacheHit | None:
         """The run's own earlier result for this task, else the inner cache's answer."""
         earlier = self.done.get(launch.name)
-        if earlier is not None and earlier.id is not None:
+        if earlier is not None and earlier.id is not None and _same_inputs(launch, earlier):
             outputs, with_content = outputs_of(self.store, earlier.id, earlier.outputs)
             if all(self.checker.intact(art) for art in with_content):
                 return CacheHit(outputs, source=earlier.cached_from or earlier.id, resumed=True)
         return self.inner.lookup(launch=launch, key=key)
+
+
+def _same_inputs(launch: Launch, earlier: ExecutionRecord) -> bool:
+    """True if the task would see what its earlier execution saw.
+
+    Parameters must be equal; a local input artifact must not have been written since the
+    earlier execution finished (an upstream task that ran again in this resume rewrote it).
+    """
+    inputs = launch.executor_input["inputs"]
+    if (inputs.get("parameterValues") or {}) != earlier.inputs:
+        return False
+    finished = earlier.finished_at or 0.0
+    for spec in (inputs.get("artifacts") or {}).values():
+        for art in spec.get("artifacts", []):
+            uri = str(art.get("uri", ""))
+            if "://" in uri and not uri.startswith("file://"):
+                continue
+            path = uri.removeprefix("file://")
+            try:
+                if os.stat(path).st_mtime > finished:
+                    return False
+            except OSError:
+                return False
+    return True

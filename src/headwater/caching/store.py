@@ -52,7 +52,7 @@ class StoreTaskCache(TaskCache):
 
     def _digest(self, uri: str) -> str | None:
         known = self._known.get(uri) or self.store.get_artifact(uri)
-        ours = known is not None and known.digest and uri.startswith(self.artifacts.root)
+        ours = known is not None and known.digest and _inside(uri, self.artifacts.root)
         if ours and known is not None and not _modified_since(known):
             return known.digest
         return self._hash(uri)
@@ -86,6 +86,10 @@ class StoreTaskCache(TaskCache):
         return not _modified_since(art) or self._hash(art.uri) == art.digest
 
 
+def _inside(uri: str, root: str) -> bool:
+    return uri.startswith(root.rstrip("/") + "/")
+
+
 def _modified_since(art: ArtifactRecord) -> bool:
     """True if a local artifact's file (or a file in its directory) changed after recording."""
     path = _local_path(art.uri)
@@ -93,10 +97,11 @@ def _modified_since(art: ArtifactRecord) -> bool:
         return False
     try:
         if os.path.isdir(path):
+            # A directory's own mtime moves when a file in it is added, removed or renamed.
             return any(
                 os.stat(os.path.join(root, name)).st_mtime > art.created_at
                 for root, _, files in os.walk(path)
-                for name in files
+                for name in [".", *files]
             )
         return os.stat(path).st_mtime > art.created_at
     except OSError:

@@ -100,7 +100,10 @@ class EngineLoop:
     def _cached(self, launch: Launch) -> bool:
         """Look the task up once, when it becomes ready; feed a hit back as its result."""
         if launch.cache_enabled:
-            launch.fingerprint = self.cache.fingerprint(launch=launch)
+            try:
+                launch.fingerprint = self.cache.fingerprint(launch=launch)
+            except OSError:  # an input we cannot read: the task runs (and reports it)
+                launch.fingerprint = ""
         if not (self.enable_cache or self.resume):
             return False
         hit = self.cache.lookup(launch=launch, key=launch.fingerprint)

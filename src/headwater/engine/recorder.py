@@ -87,15 +87,22 @@ class MetadataRecorder(RunHooks):
             try:
                 with self.store.batch():
                     self._apply(work)
-            except BaseException as exc:  # reported by flush(); the run itself goes on
-                self._errors.append(exc)
+            except Exception:
+                # One bad write must not take the others (the run's final state) with it.
+                for op in work:
+                    try:
+                        with self.store.batch():
+                            self._apply([op])
+                    except Exception as exc:  # reported by flush(); the run itself goes on
+                        self._errors.append(exc)
 
     def _apply(self, work: list[tuple[str, Callable[..., None], tuple[Any, ...]]]) -> None:
         """Run queued writes in order; consecutive cache hits go in as one bulk insert."""
         hits: list[dict[str, Any]] = []
         run_id = ""
         for _, fn, args in work:
-            if fn == self._record_task and args[1]["state"] == "CACHED" and not self.resumed:
+            first_try = args[1]["attempts"] <= 1 if fn == self._record_task else False
+            if first_try and args[1]["state"] == "CACHED" and not self.resumed:
                 run_id = args[0]
                 hits.append(args[1])
                 continue
@@ -294,7 +301,7 @@ def _execution(run_id: str, snap: dict[str, Any]) -> ExecutionRecord:
 
 
 def _is_ours(artifacts: ArtifactStore, uri: str) -> bool:
-    return uri.startswith(artifacts.root)
+    return uri.startswith(artifacts.root.rstrip("/") + "/")
 
 
 def _local_digest(uri: str) -> str | None:

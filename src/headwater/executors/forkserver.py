@@ -73,7 +73,7 @@ def serve() -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, int] = {}
     stdin = sys.stdin.buffer
-    buffer = b""
+    buffer = bytearray()
     _report(out, {"ready": True})
     while True:
         readable, _, _ = select.select([stdin, read_fd], [], [])
@@ -84,9 +84,12 @@ def serve() -> None:
             chunk = os.read(stdin.fileno(), 1 << 20)
             if not chunk:
                 break
+            scanned = len(buffer)
             buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
+            while (end := buffer.find(b"\n", scanned)) >= 0:
+                line = bytes(buffer[:end])
+                del buffer[: end + 1]
+                scanned = 0
                 request = json.loads(line)
                 if "import" in request:  # warm up an optional library once, for every task
                     for module in request["import"]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 import traceback
 from typing import Any
@@ -62,6 +63,12 @@ def _prepare(payload: dict[str, Any]) -> None:
     for stale in [os.path.join(workdir, ERROR_FILE), *(payload.get("stale") or ())]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(stale)
+    for path in payload.get("clear") or ():
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
     for name in os.listdir(outputs) if os.path.isdir(outputs) else ():
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(outputs, name))

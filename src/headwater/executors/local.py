@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import itertools
 import json
 import os
 import queue
@@ -61,8 +62,11 @@ class LocalExecutor(Executor):
         self._events: queue.Queue[dict[str, Any]] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name="headwater-forkserver", daemon=True)
         self._reader.start()
+        # Keyed by a submission number, never reused: an exit reported late for a task of an
+        # earlier run (one that was cancelled) can never be taken for a task of this one.
         self._launches: dict[int, Launch] = {}
         self._pids: dict[int, int] = {}
+        self._submissions = itertools.count(1)
         self._preloaded: set[str] = set()
         self._used = False
         self._lock = threading.Lock()
@@ -84,8 +88,9 @@ class LocalExecutor(Executor):
         """
         payload = self._payload(launch)
         self._used = True
-        self._launches[launch.task_id] = launch
-        request = json.dumps({"id": launch.task_id, "payload": payload}) + "\n"
+        submission = next(self._submissions)
+        self._launches[submission] = launch
+        request = json.dumps({"id": submission, "payload": payload}) + "\n"
         try:
             assert self._server.stdin is not None
             self._server.stdin.write(request.encode())
@@ -113,6 +118,10 @@ class LocalExecutor(Executor):
             "workdir": str(launch.workdir),
             "dirs": dirs,
             "stale": [outputs["outputFile"]],
+            # An earlier attempt's output files must not leak into this attempt's artifacts.
+            "clear": [
+                art["uri"] for spec in outputs["artifacts"].values() for art in spec["artifacts"]
+            ],
             "env": full_env,
             "env_update": {"PYTHONUNBUFFERED": "1", **launch.env, **launch.device_env},
             "python_path": list(launch.python_path),
@@ -157,10 +166,13 @@ class LocalExecutor(Executor):
             if "closed" in event:
                 raise HeadwaterSystemError("the task fork server exited unexpectedly")
             if "pid" in event:
-                self._pids[event["id"]] = event["pid"]
+                if event["id"] in self._launches:
+                    self._pids[event["id"]] = event["pid"]
             elif "exit" in event:
                 self._pids.pop(event["id"], None)
-                launch = self._launches.pop(event["id"])
+                launch = self._launches.pop(event["id"], None)
+                if launch is None:
+                    continue  # a task cancelled earlier
                 results.append(self._result(launch, event["exit"]))
 
     def _result(self, launch: Launch, exitcode: int | None) -> TaskResult:
@@ -201,6 +213,17 @@ class LocalExecutor(Executor):
 
         SIGTERM first; a group still alive after a grace period gets SIGKILL.
         """
+        # Pids reported but not read yet belong to tasks that must be stopped too.
+        deadline = time.monotonic() + 1.0
+        while len(self._pids) < len(self._launches) and time.monotonic() < deadline:
+            try:
+                event = self._events.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if "pid" in event and event["id"] in self._launches:
+                self._pids[event["id"]] = event["pid"]
+            elif "exit" in event:
+                self._launches.pop(event["id"], None)
         groups = list(self._pids.values())
         for pid in groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):

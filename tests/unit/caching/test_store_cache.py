@@ -67,7 +67,13 @@ def record_success(
         store.create_run(RunRecord(run_id, "p", "v1", "RUNNING", created_at=time.time()), ir={})
     execution_id = store.record_execution(
         ExecutionRecord(
-            run_id=run_id, task=task, state="SUCCEEDED", cache_key=key, outputs={"Output": 7}
+            run_id=run_id,
+            task=task,
+            state="SUCCEEDED",
+            cache_key=key,
+            inputs={"x": 1},
+            outputs={"Output": 7},
+            finished_at=time.time(),
         )
     )
     digest = content_digest(uri)
@@ -165,3 +171,37 @@ def test_resume_reuses_the_runs_own_success_by_task_name(store, artifacts, tmp_p
     assert hit.resumed
     assert hit.source == source
     assert cache.lookup(launch=make_launch(tmp_path, name="train"), key="") is None
+
+
+def test_resume_does_not_reuse_a_task_whose_input_was_rewritten(store, artifacts, tmp_path) -> None:
+    uri = write(Path(artifacts.root) / "p" / "run-1" / "t" / "data", "rows")
+    record_success(store, "", uri, task="train")
+    data_in = write(tmp_path / "in" / "data.csv", "1,2")
+    art = {"name": "d", "type": {"schemaTitle": "system.Dataset"}, "metadata": {}, "uri": data_in}
+    launch = make_launch(tmp_path, name="train", inputs={"d": [art]})
+    cache = ResumeCache(store, artifacts, "run-1", StoreTaskCache(store, artifacts))
+    assert cache.lookup(launch=launch, key="") is None  # written after "train" finished
+    changed = make_launch(tmp_path, name="train", params={"x": 2})
+    assert cache.lookup(launch=changed, key="") is None  # other parameters
+
+
+def test_a_file_deleted_from_a_directory_artifact_is_a_miss(store, artifacts, tmp_path) -> None:
+    folder = Path(artifacts.root) / "p" / "r" / "t" / "data"
+    write(folder / "a", "1")
+    write(folder / "b", "2")
+    record_success(store, "k1", str(folder))
+    time.sleep(0.01)
+    (folder / "b").unlink()
+    assert StoreTaskCache(store, artifacts).lookup(launch=make_launch(tmp_path), key="k1") is None
+
+
+def test_digest_of_a_directory_with_a_dangling_symlink(tmp_path) -> None:
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "a").write_text("1")
+    os.symlink("/nonexistent/target", folder / "link")
+    first = content_digest(str(folder))
+    assert first is not None
+    os.unlink(folder / "link")
+    os.symlink("/elsewhere", folder / "link")
+    assert content_digest(str(folder)) != first
