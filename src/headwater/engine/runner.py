@@ -224,28 +224,26 @@ def run_ir(
         memory=machine_memory(),
         gpus=detect_gpus(),
     )
-    if isinstance(executor, Executor):
-        backend, own = executor, None
-    elif executor == "local":
-        backend = own = _local_executor()
-    else:
+    if not isinstance(executor, Executor) and executor != "local":
         raise UserError(f"unknown executor {executor!r} (known executors: local)")
     task_cache: TaskCache = cache or StoreTaskCache(store, artifacts)
     if resuming:
         task_cache = ResumeCache(store, artifacts, run_id, task_cache)
-    recorder = MetadataRecorder(store, artifacts, ir, bound, resumed=resuming)
-    loop = EngineLoop(
-        machine,
-        backend,
-        pool,
-        task_cache,
-        enable_cache,
-        [recorder, *hooks],
-        result,
-        python_path,
-        resume=resuming,
-    )
+    own = None if isinstance(executor, Executor) else _local_executor()
+    backend = executor if isinstance(executor, Executor) else own
+    assert backend is not None
     try:
+        loop = EngineLoop(
+            machine,
+            backend,
+            pool,
+            task_cache,
+            enable_cache,
+            [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming), *hooks],
+            result,
+            python_path,
+            resume=resuming,
+        )
         loop.run()
     finally:
         if own is not None:
