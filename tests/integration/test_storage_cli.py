@@ -636,7 +636,7 @@ def test_postgres_end_to_end(headwater: Cli, postgres_url: str) -> None:
 def test_retry_that_hits_the_cache_is_recorded_and_the_run_finishes(
     headwater: Cli, scratch: Path
 ) -> None:
-    # One of two identical tasks fails once; by its retry (2 s later) the other has succeeded,
+    # One of two identical tasks fails once; by its retry (3 s later) the other has succeeded,
     # so the retry is a cache hit of a task whose first attempt is already recorded RUNNING.
     result = headwater.run_ok("storage_retry_hit", params={"flag_dir": str(scratch)})
     shown = headwater.show(result["run_id"])
