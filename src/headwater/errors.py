@@ -13,7 +13,6 @@ The tree::
     │   ├── ResourceError               a task asks for more than this machine can give
     │   ├── StorageError                a store URL that is malformed, unreachable or missing
     │   └── NotFoundError               an unknown run, artifact or execution id
-    ├── TaskFailedError                 a task failed at run time (carries a TaskError)
     └── HeadwaterSystemError        our fault or the machine's; may be retryable
         └── MissingDependencyError      an optional extra is not installed (also ImportError)
 """
@@ -69,14 +68,6 @@ class TaskError:
     traceback: str = ""
     exit_code: int | None = None
     log_path: str | None = None
-
-
-class TaskFailedError(HeadwaterError):
-    """A task failed while the run was executing."""
-
-    def __init__(self, error: TaskError) -> None:
-        super().__init__(f"task {error.task!r} failed: {error.error_type}: {error.message}")
-        self.error = error
 
 
 class HeadwaterSystemError(HeadwaterError):

@@ -100,7 +100,7 @@ def test_migrated_database_matches_the_models(
     try:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
-            assert compare_metadata(context, schema.Base.metadata) == []
+            assert compare_metadata(context, schema.METADATA) == []
     finally:
         engine.dispose()
 

@@ -12,8 +12,6 @@ tens of milliseconds to every command that opens the store.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -148,9 +146,3 @@ METRICS = Table(
     Column("name", String, nullable=False),
     Column("value", Double),
 )
-
-
-class Base:
-    """`Base.metadata`, as the former declarative base offered it; prefer `METADATA`."""
-
-    metadata: ClassVar[MetaData] = METADATA
