@@ -19,8 +19,6 @@ The tree::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 
 class HeadwaterError(Exception):
     """Root of every error Headwater raises."""
@@ -56,18 +54,6 @@ class MissingPackagesError(UserError):
 
 class ResourceError(UserError):
     """A task requests resources this machine cannot provide."""
-
-
-@dataclass
-class TaskError:
-    """Structured record of why a task failed, reported back from the task process."""
-
-    task: str
-    error_type: str
-    message: str
-    traceback: str = ""
-    exit_code: int | None = None
-    log_path: str | None = None
 
 
 class HeadwaterSystemError(HeadwaterError):

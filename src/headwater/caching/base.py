@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 
-from headwater.engine.model import Launch, Outputs
+from headwater.task import Launch, Outputs
 
 
 @dataclass

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from headwater.engine.model import Launch
+from headwater.task import Launch
 
 _CHUNK = 1 << 20
 

@@ -7,8 +7,8 @@ import os
 from headwater.artifacts.base import ArtifactStore
 from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.store import StoreTaskCache, outputs_of
-from headwater.engine.model import Launch
 from headwater.metadata.base import ExecutionRecord, MetadataStore
+from headwater.task import Launch
 
 
 class ResumeCache(TaskCache):

@@ -9,8 +9,8 @@ from typing import Any
 from headwater.artifacts.base import ArtifactStore
 from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.keys import cache_key, content_digest
-from headwater.engine.model import Launch, Outputs
 from headwater.metadata.base import ArtifactRecord, EventRecord, MetadataStore
+from headwater.task import Launch, Outputs
 
 
 def _local_path(uri: str) -> str | None:

@@ -8,12 +8,12 @@ import time
 from typing import IO, TYPE_CHECKING
 
 from headwater.engine.hooks import RunHooks
-from headwater.engine.model import TaskState
+from headwater.task import TaskState
 
 if TYPE_CHECKING:
-    from headwater.engine.model import Launch
     from headwater.engine.runner import Run
     from headwater.engine.state import TaskRun
+    from headwater.task import Launch
 
 LOG_TAIL_LINES = 20
 

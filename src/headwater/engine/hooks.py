@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from headwater.engine.model import Launch, TaskState
     from headwater.engine.runner import Run
     from headwater.engine.state import TaskRun
+    from headwater.task import Launch, TaskState
 
 
 class RunHooks:

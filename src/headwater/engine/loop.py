@@ -8,12 +8,12 @@ from collections.abc import Sequence
 
 from headwater.caching.base import TaskCache
 from headwater.engine.hooks import RunHooks
-from headwater.engine.model import Launch, TaskResult, TaskState
 from headwater.engine.resources import ResourcePool
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunStateMachine
-from headwater.errors import TaskError, UserError
+from headwater.errors import UserError
 from headwater.executors.base import Executor
+from headwater.task import Launch, TaskError, TaskResult, TaskState
 
 
 class EngineLoop:

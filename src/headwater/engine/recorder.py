@@ -18,18 +18,18 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from headwater.engine.hooks import RunHooks
-from headwater.engine.model import TaskState
 from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
+from headwater.task import TaskState
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from headwater.artifacts.base import ArtifactStore
-    from headwater.engine.model import Launch
     from headwater.engine.result import Run
     from headwater.engine.state import TaskRun
     from headwater.metadata.base import MetadataStore
     from headwater.spec.ir import PipelineIR
+    from headwater.task import Launch
 
 _METRICS = "system.Metrics"
 

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.engine.model import Launch, ResourceRequest
 from headwater.errors import ResourceError
 from headwater.spec.placeholders import PlaceholderContext, resolve_string
+from headwater.task import Launch, ResourceRequest
 
 _MEMORY_UNITS = {
     "": 1,

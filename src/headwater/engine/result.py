@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headwater.engine.model import TaskState
-from headwater.errors import TaskError
+from headwater.task import TaskError, TaskState
 
 if TYPE_CHECKING:
     from headwater.engine.state import RunStateMachine

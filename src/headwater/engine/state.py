@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwater.engine.model import Launch, Outputs, TaskResult, TaskState
-from headwater.errors import ConditionError, HeadwaterError, TaskError, UserError
+from headwater.errors import ConditionError, HeadwaterError, UserError
 from headwater.spec.ir import ComponentSpec, PipelineIR, TaskSpec, is_control_flow_task
 from headwater.spec.placeholders import PlaceholderContext, resolve_value
 from headwater.spec.types import coerce, protojson
+from headwater.task import Launch, Outputs, TaskError, TaskResult, TaskState
 
 #: Final-status strings as KFP's backend reports them to exit handlers (MLMD states).
 FINAL_STATUS = {

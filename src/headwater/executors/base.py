@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import abc
 
-from headwater.engine.model import Launch, TaskResult
+from headwater.task import Launch, TaskResult
 
 
 class Executor(abc.ABC):

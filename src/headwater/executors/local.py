@@ -17,12 +17,12 @@ import time
 from typing import Any
 
 from headwater.artifacts import is_remote_uri
-from headwater.engine.model import Launch, TaskResult
-from headwater.errors import HeadwaterSystemError, TaskError
+from headwater.errors import HeadwaterSystemError
 from headwater.executors.base import Executor
 from headwater.executors.launcher import ERROR_FILE
 from headwater.executors.outputs import OutputError, collect_outputs
 from headwater.spec.placeholders import resolve_args
+from headwater.task import Launch, TaskError, TaskResult
 
 _EXECUTOR_MAIN = "kfp.dsl.executor_main"
 

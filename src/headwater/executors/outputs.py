@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from headwater.engine.model import Launch, Outputs
+from headwater.task import Launch, Outputs
 
 
 class OutputError(Exception):

@@ -13,10 +13,10 @@ from headwater.artifacts import FsspecArtifactStore
 from headwater.caching.keys import cache_key, content_digest
 from headwater.caching.resume import ResumeCache
 from headwater.caching.store import StoreTaskCache
-from headwater.engine.model import Launch, ResourceRequest
 from headwater.metadata import SqlMetadataStore
 from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
 from headwater.spec.placeholders import PlaceholderContext
+from headwater.task import Launch, ResourceRequest
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import pytest
 from kfp import dsl
 
 from headwater.engine import resources
-from headwater.engine.model import Launch, ResourceRequest
 from headwater.engine.resources import (
     ResourcePool,
     detect_gpus,
@@ -19,6 +18,7 @@ from headwater.engine.resources import (
 from headwater.errors import ResourceError
 from headwater.spec.loader import ir_from_component
 from headwater.spec.placeholders import PlaceholderContext
+from headwater.task import Launch, ResourceRequest
 
 GiB = 2**30
 MiB = 2**20

@@ -13,11 +13,10 @@ import pytest
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Output
 
-from headwater.engine.model import Launch, Outputs, TaskResult, TaskState
 from headwater.engine.runner import bind_arguments
 from headwater.engine.state import RunContext, RunStateMachine, TaskRun
-from headwater.errors import TaskError
 from headwater.spec.loader import ir_from_component
+from headwater.task import Launch, Outputs, TaskError, TaskResult, TaskState
 
 IMAGE = "python:3.11"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from headwater.engine.model import Launch, ResourceRequest
 from headwater.executors.local import python_program, stage_remote
 from headwater.spec.placeholders import PlaceholderContext
+from headwater.task import Launch, ResourceRequest
 
 
 def launch_with(tmp_path: Path, in_uri: str, out_uri: str) -> Launch:

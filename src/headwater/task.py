@@ -1,4 +1,8 @@
-"""What the engine hands an executor and gets back: launches, outputs, results, task states."""
+"""The task vocabulary: what an engine hands an executor and gets back.
+
+Launches, outputs, results, task states, resource requests and the task error record. It sits
+below `engine/`, `executors/` and `caching/`, which all speak it, so none of them imports upward.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwater.errors import TaskError
 from headwater.spec.placeholders import PlaceholderContext
 
 
@@ -29,6 +32,21 @@ class TaskState(str, enum.Enum):
 
 
 _FINAL = {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.SKIPPED, TaskState.CANCELED}
+
+
+@dataclass
+class TaskError:
+    """Structured record of why a task failed (a record, not an exception).
+
+    Reported back from the task process, or made by the engine when a task cannot start.
+    """
+
+    task: str
+    error_type: str
+    message: str
+    traceback: str = ""
+    exit_code: int | None = None
+    log_path: str | None = None
 
 
 @dataclass
