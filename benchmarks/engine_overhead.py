@@ -14,7 +14,14 @@ with these runners:
   components with default settings, so every task runs the ``pip install kfp==X`` prelude;
 * ``kfp.local (no-install)`` -- same runner, components with ``install_kfp_package=False``;
 * ``headwater (API)``        -- ``headwater.run(pipeline_func, arguments=..., max_parallel=None)``;
-* ``headwater (CLI)``        -- ``python -m headwater run FILE --json`` as a subprocess.
+* ``headwater (CLI)``        -- ``python -m headwater run FILE --json`` as a subprocess;
+* ``kfp.local (process)``    -- the no-install mode as a whole process: a fresh interpreter that
+  imports kfp, calls ``local.init()`` and runs the pipeline, timed from outside like the CLI;
+* ``headwater (CLI, IR)``    -- ``python -m headwater run compiled.yaml --json``: the same pipeline
+  compiled beforehand (untimed), so no KFP import or compile happens in the timed process.
+
+The process-vs-process pair (``kfp.local (process)`` against the two CLI rows) is what a user
+waits for at a shell. A ``startup`` workload of one trivial task measures the CLI's fixed cost.
 
 Like kfp.local's import and ``local.init()``, creating a new ``HEADWATER_HOME``'s metadata
 database (once per home) is set-up and not timed; everything ``headwater.run`` and the CLI do on
@@ -76,8 +83,14 @@ KFP_DEFAULT = "kfp.local (default)"
 KFP_NOINSTALL = "kfp.local (no-install)"
 HW_API = "headwater (API)"
 HW_CLI = "headwater (CLI)"
+KFP_PROCESS = "kfp.local (process)"
+HW_CLI_IR = "headwater (CLI, IR)"
 KFP_RUNNERS = (KFP_DEFAULT, KFP_NOINSTALL)
-HW_RUNNERS = (HW_API, HW_CLI)
+HW_RUNNERS = (HW_API, HW_CLI, HW_CLI_IR)
+#: Whole process against whole process: what a user waits for at a shell.
+PROCESS_PAIRS = ((KFP_PROCESS, HW_CLI), (KFP_PROCESS, HW_CLI_IR))
+TARGET_PROCESS_SPEEDUP = 5.0
+TARGET_STARTUP_S = 0.2
 
 WORKER_FLAG = "--_worker"
 EXIT_SKIP = 3  # worker exit status: runner not available (e.g. headwater.run not importable yet)
@@ -134,6 +147,23 @@ def fanout_pipeline() -> int:
 '''
 
 
+_STARTUP_SOURCE = '''\
+"""Headwater benchmark: one trivial task, for the CLI's fixed cost (engine_overhead.py)."""
+
+from kfp import dsl
+
+
+@dsl.component{decorator_args}
+def inc(x: int) -> int:
+    return x + 1
+
+
+@dsl.pipeline(name="hw-bench-startup")
+def startup_pipeline(start: int = 0) -> int:
+    return inc(x=start).output
+'''
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -147,6 +177,8 @@ class Workload:
         decorator_args = "" if install_kfp_package else "(install_kfp_package=False)"
         if self.name == "chain":
             return _CHAIN_SOURCE.format(n=self.size, decorator_args=decorator_args)
+        if self.name == "startup":
+            return _STARTUP_SOURCE.format(decorator_args=decorator_args)
         return _FANOUT_SOURCE.format(
             n=self.size, items=list(range(self.size)), decorator_args=decorator_args
         )
@@ -169,6 +201,14 @@ def make_workloads(chain: int, fanout: int) -> dict[str, Workload]:
             n_tasks=fanout + 1,
             expected=sum(range(fanout)) + fanout,
             size=fanout,
+        ),
+        "startup": Workload(
+            name="startup",
+            func_name="startup_pipeline",
+            arguments={"start": 0},
+            n_tasks=1,
+            expected=1,
+            size=1,
         ),
     }
 
@@ -316,8 +356,16 @@ def _write_pipeline(tmp: Path, workload: Workload, install_kfp_package: bool) ->
 
 
 def _run_worker(
-    kind: str, pipeline_file: Path, workload: Workload, timeout: float, label: str
+    kind: str,
+    pipeline_file: Path,
+    workload: Workload,
+    timeout: float,
+    label: str,
+    *,
+    whole_process: bool = False,
 ) -> float:
+    """One timed run in a fresh interpreter: the pipeline call alone, or with `whole_process`
+    the interpreter's whole life (start-up, imports, init), timed from outside."""
     with tempfile.TemporaryDirectory(prefix="hw-bench-run-") as d:
         work = Path(d)
         spec = {
@@ -328,6 +376,7 @@ def _run_worker(
             "workdir": str(work),
         }
         env = _child_env(work / "headwater_home" if kind == "headwater" else None)
+        t0 = time.perf_counter()
         try:
             proc = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), WORKER_FLAG, json.dumps(spec)],
@@ -339,6 +388,7 @@ def _run_worker(
             )
         except subprocess.TimeoutExpired as exc:
             raise BenchmarkError(f"{label}: timed out after {timeout:.0f} s") from exc
+        outer = time.perf_counter() - t0
         log_path = work / "worker.log"
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         lines = proc.stdout.strip().splitlines()
@@ -355,7 +405,7 @@ def _run_worker(
                 f"--- suppressed output (tail) ---\n{tail(log)}"
             )
         _check_value(result["value"], workload, label)
-        return float(result["seconds"])
+        return outer if whole_process else float(result["seconds"])
 
 
 def _parse_cli_json(stdout: str) -> Any:
@@ -370,8 +420,23 @@ def _parse_cli_json(stdout: str) -> Any:
     raise ValueError("no JSON object on stdout")
 
 
-def _run_cli(pipeline_file: Path, workload: Workload, timeout: float) -> float:
-    label = f"{workload.name} / {HW_CLI}"
+def _compile(pipeline_file: Path) -> Path:
+    """The pipeline compiled to IR YAML next to its source (untimed set-up)."""
+    out = pipeline_file.with_suffix(".yaml")
+    if not out.exists():
+        subprocess.run(
+            [sys.executable, "-m", "headwater", "compile", str(pipeline_file), "-o", str(out)],
+            env=_child_env(),
+            check=True,
+            capture_output=True,
+        )
+    return out
+
+
+def _run_cli(pipeline_file: Path, workload: Workload, timeout: float, runner: str) -> float:
+    label = f"{workload.name} / {runner}"
+    if runner == HW_CLI_IR:
+        pipeline_file = _compile(pipeline_file)
     with tempfile.TemporaryDirectory(prefix="hw-bench-cli-") as d:
         work = Path(d)
         cmd = [sys.executable, "-m", "headwater", "run", str(pipeline_file), "--json"]
@@ -489,7 +554,9 @@ def report(
     headers = ["workload", "runner", "tasks", "runs", "median s", "per task", "min-max s"]
     parts.append(table(headers, rows, markdown) if rows else "(nothing measured)")
 
-    workloads = sorted({m.workload for m in results.values()}, key=["chain", "fanout"].index)
+    workloads = sorted(
+        {m.workload for m in results.values()}, key=["chain", "fanout", "startup"].index
+    )
     ratio_rows = []
     for w in workloads:
         for hw in HW_RUNNERS:
@@ -499,13 +566,18 @@ def report(
                 if (w, kr) in results:
                     ratio = results[(w, kr)].median / results[(w, hw)].median
                     ratio_rows.append([w, f"{kr} / {hw}", _fmt_x(ratio)])
+    for w in workloads:
+        for kr, hw in PROCESS_PAIRS:
+            if (w, kr) in results and (w, hw) in results:
+                ratio = results[(w, kr)].median / results[(w, hw)].median
+                ratio_rows.append([w, f"{kr} / {hw} (process vs process)", _fmt_x(ratio)])
     if ratio_rows:
         parts.append(f"{h}How many times faster Headwater is (kfp.local median / Headwater median)")
         parts.append(table(["workload", "ratio", "speed-up"], ratio_rows, markdown))
 
     all_pass = True
     target_rows = []
-    for hw in HW_RUNNERS:
+    for hw in (HW_API, HW_CLI):
         chain_hw = results.get(("chain", hw))
         if chain_hw is not None:
             ok = chain_hw.per_task <= TARGET_CHAIN_S_PER_TASK
@@ -535,6 +607,32 @@ def report(
                     "PASS" if ok else "FAIL",
                 ]
             )
+    for kr, hw in PROCESS_PAIRS:
+        for w in ("chain", "fanout"):
+            if (w, kr) in results and (w, hw) in results:
+                ratio = results[(w, kr)].median / results[(w, hw)].median
+                ok = ratio >= TARGET_PROCESS_SPEEDUP
+                all_pass &= ok
+                target_rows.append(
+                    [
+                        hw,
+                        f"{w}: >= {TARGET_PROCESS_SPEEDUP:.0f}x faster than {kr}",
+                        _fmt_x(ratio),
+                        "PASS" if ok else "FAIL",
+                    ]
+                )
+    startup = results.get(("startup", HW_CLI_IR))
+    if startup is not None:
+        ok = startup.median <= TARGET_STARTUP_S
+        all_pass &= ok
+        target_rows.append(
+            [
+                HW_CLI_IR,
+                f"startup (one task, whole process): <= {TARGET_STARTUP_S:.1f} s",
+                fmt_s(startup.median),
+                "PASS" if ok else "FAIL",
+            ]
+        )
     parts.append(f"{h}Targets")
     parts.append(
         table(["runner", "target", "measured", "result"], target_rows, markdown)
@@ -559,7 +657,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--chain", type=int, default=20, help="chain length (tasks)")
     p.add_argument("--fanout", type=int, default=50, help="ParallelFor width")
     p.add_argument("--only", choices=["headwater", "kfp"], help="run only these runners")
-    p.add_argument("--workload", choices=["chain", "fanout", "all"], default="all")
+    p.add_argument(
+        "--workload",
+        choices=["chain", "fanout", "startup", "all"],
+        default="all",
+        help="which pipelines (all: chain, fanout and startup)",
+    )
     p.add_argument(
         "--no-kfp-default",
         action="store_true",
@@ -596,10 +699,12 @@ def main(argv: list[str]) -> int:
         else:
             plan.append(KFP_DEFAULT)
         plan.append(KFP_NOINSTALL)
+        plan.append(KFP_PROCESS)
     if args.only != "kfp":
         for runner, why in (
             (HW_API, _headwater_api_available()),
             (HW_CLI, _headwater_cli_available()),
+            (HW_CLI_IR, _headwater_cli_available()),
         ):
             if why is None:
                 plan.append(runner)
@@ -624,15 +729,22 @@ def main(argv: list[str]) -> int:
                         label = f"{wname} / {runner} (run {i + 1}/{repeat})"
                         progress(f"running {label} ...")
                         try:
-                            if runner in KFP_RUNNERS:
+                            if runner in (*KFP_RUNNERS, KFP_PROCESS):
                                 f = files[runner == KFP_DEFAULT]
-                                secs = _run_worker("kfp", f, w, args.timeout, label)
+                                secs = _run_worker(
+                                    "kfp",
+                                    f,
+                                    w,
+                                    args.timeout,
+                                    label,
+                                    whole_process=runner == KFP_PROCESS,
+                                )
                             else:
                                 f = files[args.hw_components == "default"]
                                 if runner == HW_API:
                                     secs = _run_worker("headwater", f, w, args.timeout, label)
                                 else:
-                                    secs = _run_cli(f, w, args.timeout)
+                                    secs = _run_cli(f, w, args.timeout, runner)
                         except RunnerUnavailableError as exc:
                             skipped[runner] = str(exc)
                             print(f"SKIP {runner}: {exc}", file=sys.stderr)
