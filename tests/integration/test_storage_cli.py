@@ -582,6 +582,23 @@ def test_bad_input_is_one_line(headwater: Cli, args: list[str], env: dict[str, s
     one_line_error(headwater(*args))
 
 
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        pytest.param(["--pipeline-root", "memory://lost"], {}, id="flag"),
+        pytest.param([], {"HEADWATER_PIPELINE_ROOT": "memory://lost"}, id="env"),
+    ],
+)
+def test_a_root_tasks_cannot_share_is_refused(
+    headwater: Cli, args: list[str], env: dict[str, str]
+) -> None:
+    # Each task writes in its own process: a memory:// root used to lose every artifact.
+    headwater.env.update(env)
+    line = one_line_error(headwater.run("storage_shared_a", *args))
+    assert "memory://lost" in line and "s3://" in line
+    assert headwater.runs() == []
+
+
 # --- PostgreSQL ------------------------------------------------------------------------------
 
 

@@ -27,6 +27,11 @@ from headwater.artifacts.base import ArtifactStore
 from headwater.errors import HeadwaterError, StorageError
 
 KNOWN_SCHEMES = ("file", "s3", "gs", "memory")
+#: Schemes a pipeline root may use: every process of a run (the engine, each task) sees the
+#: same bytes there. `memory://` is known (a store in one process, for tests and reads) but
+#: private to the process that wrote it, so a root there would lose every task's outputs.
+SHARED_SCHEMES = ("file", "s3", "gs")
+_ROOT_HELP = "use a directory, s3://bucket/prefix or gs://bucket/prefix"
 
 # scheme -> (module fsspec needs, the headwater extra that installs it)
 _BACKENDS = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs")}
@@ -110,7 +115,7 @@ class FsspecArtifactStore(ArtifactStore):
         if scheme not in KNOWN_SCHEMES:
             raise StorageError(
                 f"unknown artifact root scheme {scheme!r} in {root!r} "
-                f"(known: {', '.join(KNOWN_SCHEMES)})"
+                f"(known: {', '.join(SHARED_SCHEMES)}): {_ROOT_HELP}"
             )
         self.scheme = scheme
         self.endpoint: str | None = s3_endpoint() if scheme == "s3" else None
@@ -142,9 +147,18 @@ class FsspecArtifactStore(ArtifactStore):
     def check(self) -> None:
         """Verify the root is usable: a writable directory, or a bucket that answers.
 
+        A root every task of a run can share is required: `memory://` is refused, because
+        each task process would write into its own memory and every artifact would be lost.
+
         Raises:
             headwater.errors.StorageError: One line naming the root, the endpoint and the fix.
         """
+        if self.scheme not in SHARED_SCHEMES:
+            raise StorageError(
+                f"artifact root {self.root!r} cannot be a pipeline root: {self.scheme}:// is "
+                "private to one process, and each task runs in its own, so its artifacts "
+                f"would be lost: {_ROOT_HELP}"
+            )
         if self.scheme == "file":
             self._check_local()
         elif self.scheme in _BACKENDS:

@@ -99,7 +99,7 @@ def test_unknown_scheme_lists_known_ones() -> None:
     with pytest.raises(StorageError) as info:
         FsspecArtifactStore("ftp://host/path")
     assert "unknown artifact root scheme 'ftp'" in str(info.value)
-    assert "(known: file, s3, gs, memory)" in str(info.value)
+    assert "(known: file, s3, gs)" in str(info.value)
 
 
 def test_bucket_root_needs_a_bucket() -> None:
@@ -404,8 +404,21 @@ def test_local_check_of_an_unusable_path_is_one_line(tmp_path: Path) -> None:
     assert "\n" not in str(info.value)
 
 
-def test_memory_check_passes() -> None:
-    FsspecArtifactStore("memory://anything").check()
+def test_a_process_private_root_is_refused_by_check() -> None:
+    # Each task runs in its own process: a memory:// root would lose every artifact.
+    with pytest.raises(StorageError, match="memory://") as info:
+        FsspecArtifactStore("memory://anything").check()
+    assert "\n" not in str(info.value)
+    assert "s3://" in str(info.value)  # names what to use instead
+
+
+@pytest.mark.parametrize(
+    "root", ["sftp://host/x", "zip://a.zip", "local://x"], ids=["sftp", "zip", "local"]
+)
+def test_an_unknown_root_scheme_is_one_line_naming_the_shared_ones(root: str) -> None:
+    with pytest.raises(StorageError, match="known: file, s3, gs") as info:
+        FsspecArtifactStore(root)
+    assert "\n" not in str(info.value)
 
 
 # -- store_for and is_remote_uri ------------------------------------------------------------
