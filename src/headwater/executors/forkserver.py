@@ -6,12 +6,21 @@ writes `{"id": N, "pid": P}` when it started and `{"id": N, "exit": CODE}` when 
 (a negative CODE is the signal that killed it). When stdin closes (the engine exited or was
 killed), the server terminates its children and exits, so no task outlives its engine.
 
+Nothing a task starts outlives the task either. Each task is the leader of its own process
+group, and on Linux both the server and every task are child subreapers
+(`PR_SET_CHILD_SUBREAPER`): a process orphaned inside a task (a double-forked daemon, a child
+in its own session) is adopted by its task while the task runs, and by the server once the
+task has ended. So when a task ends, the server kills its group and every process it has
+adopted, as Kubernetes does with what a container's main process leaves behind. A task's
+processes are killed if the server itself dies (`PR_SET_PDEATHSIG`).
+
 Run as `python -m headwater.executors.forkserver`; the engine starts it (see `LocalExecutor`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib
 import json
@@ -20,7 +29,26 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+#: prctl(2), or None where there is none (not Linux): then only process groups are stopped.
+Prctl = Callable[[int, int], int]
+
+
+def _load_prctl() -> Prctl | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
+    function.restype = ctypes.c_int
+    return lambda option, value: int(function(option, value, 0, 0, 0))
 
 
 def _report(out: Any, message: dict[str, Any]) -> None:
@@ -28,22 +56,90 @@ def _report(out: Any, message: dict[str, Any]) -> None:
     out.flush()
 
 
-def _reap(children: dict[int, int], out: Any) -> None:
-    while children:
+def _children() -> list[int]:
+    """This process's children: its tasks and the leftovers of ended tasks it adopted."""
+    pid = os.getpid()
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        pass
+    # Kernels without CONFIG_PROC_CHILDREN: scan every process's parent (slower, same answer).
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    fields = fh.read().rpartition(b")")[2].split()
+            except OSError:
+                continue
+            if len(fields) > 1 and int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _kill_adopted(tasks: dict[int, int]) -> None:
+    """SIGKILL every child that is not a running task: what ended tasks left behind.
+
+    While a task runs, it is the subreaper of what it starts; a process reaches the server
+    only once its task has ended, so none of these belongs to a running task. Killing one
+    makes its own children ours in turn: the SIGCHLD of its death brings us back here.
+    """
+    for pid in _children():
+        if pid not in tasks:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _next_exited() -> tuple[int, int] | None:
+    """Reap one ended child: (pid, wait status), or None when none has ended."""
+    pid, status = os.waitpid(-1, os.WNOHANG)
+    return None if pid == 0 else (pid, status)
+
+
+def _reap(tasks: dict[int, int], out: Any, *, adopting: bool) -> None:
+    """Report every ended task, after killing what it leaves behind (its group, adoptees)."""
+    peek = getattr(os, "waitid", None)
+    while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            if peek is not None:
+                # Look before reaping: while the task's leader is a zombie its group id cannot
+                # be reused, so the group killed below is the task's own.
+                info = peek(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if info is None:
+                    break
+                if info.si_pid in tasks:
+                    _kill_group(info.si_pid, signal.SIGKILL)
+                pid, status = os.waitpid(info.si_pid, 0)
+            else:
+                ended = _next_exited()
+                if ended is None:
+                    break
+                pid, status = ended
+                if pid in tasks:
+                    _kill_group(pid, signal.SIGKILL)
         except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        task_id = children.pop(pid, None)
+            break
+        task_id = tasks.pop(pid, None)
         if task_id is not None:
             _report(out, {"id": task_id, "exit": os.waitstatus_to_exitcode(status)})
+    if adopting:
+        _kill_adopted(tasks)
 
 
-def _fork(task_id: int, payload: dict[str, Any], wake: tuple[int, int]) -> int:
+def _kill_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _fork(payload: dict[str, Any], wake: tuple[int, int], prctl: Prctl | None) -> int:
+    server = os.getpid()
     pid = os.fork()
-    if pid == 0:  # the task
+    if pid != 0:
+        return pid
+    # The task. Whatever happens here, it must end in os._exit: returning would run a second
+    # fork server in this process.
+    try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -51,10 +147,18 @@ def _fork(task_id: int, payload: dict[str, Any], wake: tuple[int, int]) -> int:
         for fd in wake:
             os.close(fd)
         os.setpgid(0, 0)  # its own group, so the engine can stop the task and its children
+        if prctl is not None:
+            # Adopt what this task orphans (until it ends, then the server does), and die with
+            # the server, so nothing a task starts can outlive the engine.
+            prctl(_PR_SET_CHILD_SUBREAPER, 1)
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != server:  # the server died before the line above
+                os._exit(1)
         from headwater.executors.launcher import run_task
 
         run_task(payload)  # never returns
-    return pid
+    finally:
+        os._exit(1)
 
 
 def serve() -> None:
@@ -63,6 +167,8 @@ def serve() -> None:
     import headwater.executors._preload
     import headwater.executors.launcher  # noqa: F401
 
+    prctl = _load_prctl()
+    adopting = prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1) == 0
     # Keep the collector off everything loaded so far: a task's GC pass then never writes to
     # (and so never copies) the pages it shares with this server.
     gc.freeze()
@@ -71,7 +177,7 @@ def serve() -> None:
     os.set_blocking(write_fd, False)
     signal.set_wakeup_fd(write_fd)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    children: dict[int, int] = {}
+    tasks: dict[int, int] = {}  # pid -> request id
     stdin = sys.stdin.buffer
     buffer = bytearray()
     _report(out, {"ready": True})
@@ -79,7 +185,7 @@ def serve() -> None:
         readable, _, _ = select.select([stdin, read_fd], [], [])
         if read_fd in readable:
             os.read(read_fd, 4096)
-            _reap(children, out)
+            _reap(tasks, out, adopting=adopting)
         if stdin in readable:
             chunk = os.read(stdin.fileno(), 1 << 20)
             if not chunk:
@@ -96,45 +202,50 @@ def serve() -> None:
                         with contextlib.suppress(ImportError):
                             importlib.import_module(module)
                     continue
-                pid = _fork(request["id"], request["payload"], (read_fd, write_fd))
-                children[pid] = request["id"]
+                pid = _fork(request["payload"], (read_fd, write_fd), prctl)
+                tasks[pid] = request["id"]
                 _report(out, {"id": request["id"], "pid": pid})
-        _reap(children, out)
-    _stop(children)
+        _reap(tasks, out, adopting=adopting)
+    _stop(tasks, adopting=adopting)
 
 
-def _stop(children: dict[int, int], grace: float = 5.0) -> None:
-    """Stop every task still running: SIGTERM its group, then SIGKILL what outlives `grace`."""
+def _stop(tasks: dict[int, int], *, adopting: bool, grace: float = 5.0) -> None:
+    """Stop every task still running: SIGTERM its group, then SIGKILL what outlives `grace`.
+
+    Then kill whatever the tasks left behind, until this process has no child at all.
+    """
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGTERM)
+    for pid in tasks:
+        _kill_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while children and time.monotonic() < deadline:
-        _reap_quietly(children)
+    while tasks and time.monotonic() < deadline:
+        _reap_quietly(tasks)
         time.sleep(0.02)
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-    while children:
+    for pid in tasks:
+        _kill_group(pid, signal.SIGKILL)
+    while True:
+        if adopting:
+            _kill_adopted({})
         try:
             pid, _ = os.waitpid(-1, 0)
         except ChildProcessError:
             return
-        children.pop(pid, None)
+        if tasks.pop(pid, None) is not None:
+            _kill_group(pid, signal.SIGKILL)
 
 
-def _reap_quietly(children: dict[int, int]) -> None:
+def _reap_quietly(tasks: dict[int, int]) -> None:
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            ended = _next_exited()
         except ChildProcessError:
-            children.clear()
+            tasks.clear()
             return
-        if pid == 0:
+        if ended is None:
             return
-        children.pop(pid, None)
+        if tasks.pop(ended[0], None) is not None:
+            _kill_group(ended[0], signal.SIGKILL)
 
 
 if __name__ == "__main__":

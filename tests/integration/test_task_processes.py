@@ -1,0 +1,81 @@
+"""Task processes as the local executor runs them: what a task starts ends with it.
+
+Every run is the real CLI in a subprocess (the `headwater` fixture); the pipelines live in
+`pipelines/task_*.py`. Waits poll for their condition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_harness import Cli, kill_leftovers, pipeline, process_gone, run_ok, wait_for
+
+pytestmark = pytest.mark.integration
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="child subreapers are a Linux feature"
+)
+
+LEFTOVERS = ("background.pid", "session.pid", "orphan.pid", "daemon.pid")
+
+
+def recorded_pids(scratch: Path) -> dict[str, int]:
+    return {name: int((scratch / name).read_text()) for name in LEFTOVERS}
+
+
+def kill_all(pids: dict[str, int]) -> None:
+    for pid in pids.values():
+        if not process_gone(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@linux_only
+def test_what_a_task_started_ends_with_the_task(headwater: Cli, tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    pids: dict[str, int] = {}
+    try:
+        cli = headwater.run("task_leftovers", params={"scratch": scratch})
+        pids = recorded_pids(scratch)
+        # `check-gone` ran after `leave-behind` ended, while the engine still ran: it found
+        # every process the first task left behind already gone.
+        result = run_ok(cli)
+        assert result["outputs"]["Output"] == "all-gone"
+        for name, pid in pids.items():
+            wait_for(lambda pid=pid: process_gone(pid), 10, f"{name} ({pid}) to end")
+    finally:
+        kill_all(pids)
+
+
+@linux_only
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_what_a_task_started_ends_when_the_run_is_stopped(
+    headwater: Cli, tmp_path: Path, sig: signal.Signals
+) -> None:
+    scratch = tmp_path / "scratch"
+    args = ["run", pipeline("task_leftovers"), "--param", f"scratch={scratch}"]
+    args += ["--param", "linger=true"]
+    proc = headwater.popen(*args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pids: dict[str, int] = {}
+    try:
+        wait_for((scratch / "ready").is_file, 30, "the task to start its processes")
+        pids = recorded_pids(scratch)
+        pids["task"] = int((scratch / "ready").read_text())
+        assert not any(process_gone(pid) for pid in pids.values())
+
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=30)
+
+        assert proc.returncode != 0, stderr
+        assert "Traceback" not in stderr
+        for name, pid in pids.items():
+            wait_for(lambda pid=pid: process_gone(pid), 10, f"{name} ({pid}) to end")
+    finally:
+        kill_leftovers(proc)
+        kill_all(pids)
