@@ -12,9 +12,19 @@ The tree::
     │   ├── MissingPackagesError        packages_to_install absent from this environment
     │   ├── ResourceError               a task asks for more than this machine can give
     │   ├── StorageError                a store URL that is malformed, unreachable or missing
-    │   └── NotFoundError               an unknown run, artifact or execution id
+    │   ├── RunClaimedError             resuming a run another engine is running (names pid@host)
+    │   ├── PlatformError               a kfp-kubernetes setting we cannot honour (missing secret)
+    │   ├── NotFoundError               an unknown run, artifact or execution id
+    │   └── InvalidArgumentError        an option out of range or not one of its choices
+    │                                   (also ValueError)
     └── HeadwaterSystemError        our fault or the machine's; may be retryable
-        └── MissingDependencyError      an optional extra is not installed (also ImportError)
+        ├── MissingDependencyError      an optional extra is not installed (also ImportError)
+        └── EngineError                 the engine reached a state it cannot go on from (a bug)
+
+Warnings (`warnings.warn` categories; the run goes on)::
+
+    HeadwaterWarning                    root of our warnings (a UserWarning)
+    └── SpecVersionWarning              an IR schemaVersion newer than we know, same major
 """
 
 from __future__ import annotations
@@ -66,9 +76,35 @@ class MissingDependencyError(HeadwaterSystemError, ImportError):
     """An optional extra is needed but not installed; the message names the extra."""
 
 
+class EngineError(HeadwaterSystemError):
+    """The engine reached a state it cannot go on from, such as a stalled run: a bug of ours."""
+
+
 class StorageError(UserError):
     """An artifact or metadata store that cannot be used as configured (bad URL, no bucket)."""
 
 
+class RunClaimedError(UserError):
+    """A run to resume that another engine holds; the message names it as pid@host."""
+
+
+class PlatformError(UserError):
+    """A kfp-kubernetes setting that cannot be honoured here: a missing secret or volume, a
+    bad name, or a mount the operating system refuses. The message names it and the fix."""
+
+
 class NotFoundError(UserError):
     """A run, artifact or execution id that does not exist."""
+
+
+class InvalidArgumentError(UserError, ValueError):
+    """An argument of a command or API call that is out of range, not one of its choices,
+    or given twice; the message names the valid values."""
+
+
+class HeadwaterWarning(UserWarning):
+    """Root of the warnings Headwater emits; filter this to silence them all."""
+
+
+class SpecVersionWarning(HeadwaterWarning):
+    """The IR's schemaVersion is a newer minor version than Headwater knows; it runs anyway."""

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.errors import PipelineSpecError, UnsupportedFeatureError
+from headwater.errors import PipelineSpecError, SpecVersionWarning, UnsupportedFeatureError
+from headwater.spec import _read as read
 from headwater.spec.cel import Condition, compile_condition
 from headwater.spec.types import PARAMETER_TYPES
+from headwater.spec.validate import check_pipeline
 
 ALL_UPSTREAM_TASKS_COMPLETED = "ALL_UPSTREAM_TASKS_COMPLETED"
 
@@ -133,8 +136,21 @@ def is_control_flow_task(task_name: str) -> bool:
     return number.isdigit() and any(task_name.startswith(p) for p in _CONTROL_FLOW_PREFIXES)
 
 
+#: The newest IR schema this engine understands. A newer minor version loads with a warning
+#: (KFP adds fields compatibly within a major version); a newer major version is refused.
+SUPPORTED_SCHEMA = (2, 1)
+
+_OUT_PARAM = "outputParameterKey"
+_OUT_ARTIFACT = "outputArtifactKey"
+_SUBTASK = "producerSubtask"
+
+
 def parse_pipeline(doc: Mapping[str, Any], platform: Mapping[str, Any] | None = None) -> PipelineIR:
     """Validate a PipelineSpec document (as from YAML/JSON) and build the typed tree.
+
+    Everything the engine reads later is checked here, so a pipeline that loads cannot fail
+    at run time for the shape of its IR: wrong types (named by JSON path), references to
+    tasks, components, executors or outputs that do not exist, cycles, and placeholders.
 
     Raises:
         PipelineSpecError: The document is not a PipelineSpec or is internally inconsistent.
@@ -142,47 +158,69 @@ def parse_pipeline(doc: Mapping[str, Any], platform: Mapping[str, Any] | None = 
         ConditionError: A trigger condition is not valid CEL.
     """
     if not isinstance(doc, Mapping) or "root" not in doc or "pipelineInfo" not in doc:
-        keys = ", ".join(sorted(doc)) if isinstance(doc, Mapping) else type(doc).__name__
+        keys = ", ".join(sorted(map(str, doc))) if isinstance(doc, Mapping) else type(doc).__name__
         raise PipelineSpecError(
             f"not a KFP PipelineSpec (expected keys 'pipelineInfo', 'root', 'components', "
             f"'deploymentSpec'; got {keys or 'nothing'}): compile the pipeline with "
             "kfp.compiler.Compiler or pass the .py file"
         )
-    name = str(_get(doc, "pipelineInfo", Mapping).get("name") or "pipeline")
-    executors = _get(_get(doc, "deploymentSpec", Mapping, {}), "executors", Mapping, {})
+    _check_schema_version(doc.get("schemaVersion"))
+    info = read.mapping(doc["pipelineInfo"], "pipelineInfo")
+    name = read.text(info.get("name"), "pipelineInfo.name") or "pipeline"
+    deployment = read.mapping(doc.get("deploymentSpec"), "deploymentSpec")
+    executors = read.named(deployment.get("executors"), "deploymentSpec.executors")
     for label, executor in executors.items():
-        _check_executor(label, executor)
-    raw_components = _get(doc, "components", Mapping, {})
-    components = {cname: _component(cname, c) for cname, c in raw_components.items()}
-    root = _component("root", _get(doc, "root", Mapping))
+        _check_executor(label, read.mapping(executor, f"deploymentSpec.executors.{label}"))
+    raw_components = read.named(doc.get("components"), "components")
+    components = {
+        cname: _component(cname, c, f"components.{cname}") for cname, c in raw_components.items()
+    }
+    root = _component("root", doc["root"], "root")
     ir = PipelineIR(
         name=name,
         root=root,
         components=components,
         executors=executors,
-        platform=platform or {},
+        platform=read.mapping(platform, "platforms"),
         raw=doc,
-        default_pipeline_root=str(doc.get("defaultPipelineRoot") or ""),
+        default_pipeline_root=read.text(doc.get("defaultPipelineRoot"), "defaultPipelineRoot"),
     )
-    _check_references(ir)
+    check_pipeline(ir)
     return ir
 
 
-def _get(doc: Mapping[str, Any], key: str, kind: type, default: Any = ...) -> Any:
-    if key not in doc:
-        if default is ...:
-            raise PipelineSpecError(f"malformed PipelineSpec: missing {key!r}")
-        return default
-    value = doc[key]
-    if not isinstance(value, kind):
+def _check_schema_version(value: Any) -> None:
+    if value is None:  # hand-written IR often leaves it out
+        return
+    version = read.text(value, "schemaVersion")
+    parts = version.split(".")
+    if not (2 <= len(parts) <= 3 and all(p.isdigit() for p in parts)):
+        read.malformed("schemaVersion", "a version such as '2.1.0'", value)
+    major, minor = int(parts[0]), int(parts[1])
+    supported = ".".join(map(str, SUPPORTED_SCHEMA))
+    if major != SUPPORTED_SCHEMA[0]:
+        newer = "newer" if major > SUPPORTED_SCHEMA[0] else "older"
         raise PipelineSpecError(
-            f"malformed PipelineSpec: {key!r} should be a {kind.__name__}, got {value!r:.80}"
+            f"IR schemaVersion {version} is {newer} than Headwater supports "
+            f"({SUPPORTED_SCHEMA[0]}.x, up to {supported}): compile the pipeline with a KFP SDK "
+            "that writes PipelineSpec 2.x (kfp 2.x), or upgrade headwater"
         )
-    return value
+    if minor > SUPPORTED_SCHEMA[1]:
+        warnings.warn(
+            f"IR schemaVersion {version} is newer than Headwater knows ({supported}); "
+            "running it anyway, but fields added since are ignored",
+            SpecVersionWarning,
+            stacklevel=3,
+        )
 
 
 def _check_executor(label: str, executor: Mapping[str, Any]) -> None:
-    if "container" in executor or "importer" in executor:
+    path = f"deploymentSpec.executors.{label}"
+    if "container" in executor:
+        _check_container(read.node(executor["container"], f"{path}.container"), path)
+        return
+    if "importer" in executor:
+        _check_importer(read.node(executor["importer"], f"{path}.importer"), path)
         return
     kind = next(iter(executor), "nothing")
     named = {
@@ -195,146 +233,298 @@ def _check_executor(label: str, executor: Mapping[str, Any]) -> None:
     )
 
 
-def _interface(raw: Mapping[str, Any]) -> Interface:
-    ins = raw.get("inputDefinitions") or {}
-    outs = raw.get("outputDefinitions") or {}
+def _check_container(container: Mapping[str, Any], path: str) -> None:
+    path = f"{path}.container"
+    read.text(container.get("image"), f"{path}.image")
+    read.strings(container.get("command"), f"{path}.command")
+    read.strings(container.get("args"), f"{path}.args")
+    for index, env in enumerate(read.sequence(container.get("env"), f"{path}.env")):
+        where = f"{path}.env[{index}]"
+        env = read.mapping(env, where)
+        if not read.text(read.required(env, "name", where), f"{where}.name"):
+            read.malformed(f"{where}.name", "a variable name", env["name"])
+        read.text(env.get("value"), f"{where}.value")
+    resources = read.mapping(container.get("resources"), f"{path}.resources")
+    for key, value in resources.items():
+        where = f"{path}.resources.{key}"
+        if key == "accelerator":
+            for akey, avalue in read.mapping(value, where).items():
+                if akey == "count":
+                    read.integer(avalue, f"{where}.{akey}")
+                elif isinstance(avalue, bool) or not isinstance(avalue, str | int):
+                    read.malformed(f"{where}.{akey}", "a string", avalue)
+        elif key.startswith("resource"):  # resourceCpuLimit & co: strings, maybe placeholders
+            read.text(value, where)
+        else:  # cpuLimit, memoryLimit & co: numbers (cores, GB)
+            read.number(value, where, 0.0)
+
+
+def _check_importer(importer: Mapping[str, Any], path: str) -> None:
+    path = f"{path}.importer"
+    uri = read.mapping(importer.get("artifactUri"), f"{path}.artifactUri")
+    if "constant" in uri:
+        read.text(uri["constant"], f"{path}.artifactUri.constant")
+    elif "runtimeParameter" in uri:
+        read.text(uri["runtimeParameter"], f"{path}.artifactUri.runtimeParameter")
+    type_ = read.mapping(importer.get("typeSchema"), f"{path}.typeSchema")
+    read.text(type_.get("schemaTitle"), f"{path}.typeSchema.schemaTitle")
+    read.text(type_.get("schemaVersion"), f"{path}.typeSchema.schemaVersion")
+    read.mapping(importer.get("metadata"), f"{path}.metadata")
+    read.flag(importer.get("reimport"), f"{path}.reimport")
+
+
+def _interface(raw: Mapping[str, Any], path: str) -> Interface:
+    ins = read.mapping(raw.get("inputDefinitions"), f"{path}.inputDefinitions")
+    outs = read.mapping(raw.get("outputDefinitions"), f"{path}.outputDefinitions")
     return Interface(
-        input_parameters=_parameters(ins.get("parameters") or {}),
-        input_artifacts=_artifacts(ins.get("artifacts") or {}),
-        output_parameters=_parameters(outs.get("parameters") or {}),
-        output_artifacts=_artifacts(outs.get("artifacts") or {}),
+        input_parameters=_parameters(ins.get("parameters"), f"{path}.inputDefinitions.parameters"),
+        input_artifacts=_artifacts(ins.get("artifacts"), f"{path}.inputDefinitions.artifacts"),
+        output_parameters=_parameters(
+            outs.get("parameters"), f"{path}.outputDefinitions.parameters"
+        ),
+        output_artifacts=_artifacts(outs.get("artifacts"), f"{path}.outputDefinitions.artifacts"),
     )
 
 
-def _parameters(raw: Mapping[str, Any]) -> dict[str, ParameterDef]:
+def _parameters(raw: Any, path: str) -> dict[str, ParameterDef]:
     params = {}
-    for name, spec in raw.items():
-        ptype = spec.get("parameterType", "STRING")
+    for name, spec in read.named(raw, path).items():
+        where = f"{path}.{name}"
+        spec = read.mapping(spec, where)
+        ptype = read.text(spec.get("parameterType"), f"{where}.parameterType", "STRING")
         if ptype not in PARAMETER_TYPES:
-            raise PipelineSpecError(f"parameter {name!r} has unknown type {ptype!r}")
+            raise PipelineSpecError(
+                f"parameter {name!r} has unknown type {ptype!r} (at {where}.parameterType; "
+                f"known types: {', '.join(PARAMETER_TYPES)})"
+            )
         params[name] = ParameterDef(
             name=name,
             type=ptype,
-            optional=bool(spec.get("isOptional", False)),
+            optional=read.flag(spec.get("isOptional"), f"{where}.isOptional"),
             has_default="defaultValue" in spec,
             default=spec.get("defaultValue"),
         )
     return params
 
 
-def _artifacts(raw: Mapping[str, Any]) -> dict[str, ArtifactDef]:
+def _artifacts(raw: Any, path: str) -> dict[str, ArtifactDef]:
     artifacts = {}
-    for name, spec in raw.items():
-        type_ = spec.get("artifactType") or {}
+    for name, spec in read.named(raw, path).items():
+        where = f"{path}.{name}"
+        spec = read.mapping(spec, where)
+        type_ = read.mapping(spec.get("artifactType"), f"{where}.artifactType")
         artifacts[name] = ArtifactDef(
             name=name,
-            schema_title=str(type_.get("schemaTitle", "system.Artifact")),
-            schema_version=str(type_.get("schemaVersion", "0.0.1")),
-            is_list=bool(spec.get("isArtifactList", False)),
-            optional=bool(spec.get("isOptional", False)),
+            schema_title=read.text(
+                type_.get("schemaTitle"), f"{where}.artifactType.schemaTitle", "system.Artifact"
+            ),
+            schema_version=read.text(
+                type_.get("schemaVersion"), f"{where}.artifactType.schemaVersion", "0.0.1"
+            ),
+            is_list=read.flag(spec.get("isArtifactList"), f"{where}.isArtifactList"),
+            optional=read.flag(spec.get("isOptional"), f"{where}.isOptional"),
         )
     return artifacts
 
 
-def _component(name: str, raw: Mapping[str, Any]) -> ComponentSpec:
-    if not isinstance(raw, Mapping):
-        raise PipelineSpecError(f"malformed PipelineSpec: component {name!r} is not a mapping")
-    interface = _interface(raw)
+def _component(name: str, raw: Any, path: str) -> ComponentSpec:
+    raw = read.mapping(raw, path)
+    interface = _interface(raw, path)
     if "dag" in raw:
-        dag_raw = raw["dag"] or {}
-        tasks = {t: _task(t, spec) for t, spec in (dag_raw.get("tasks") or {}).items()}
-        outputs = dag_raw.get("outputs") or {}
+        dag_raw = read.mapping(raw["dag"], f"{path}.dag")
+        tasks_path = f"{path}.dag.tasks"
+        tasks = {
+            t: _task(t, spec, f"{tasks_path}.{t}")
+            for t, spec in read.named(dag_raw.get("tasks"), tasks_path).items()
+        }
+        outputs = read.mapping(dag_raw.get("outputs"), f"{path}.dag.outputs")
         dag = DagSpec(
             tasks=tasks,
-            output_parameters=outputs.get("parameters") or {},
-            output_artifacts=outputs.get("artifacts") or {},
+            output_parameters=_dag_output_parameters(
+                outputs.get("parameters"), f"{path}.dag.outputs.parameters"
+            ),
+            output_artifacts=_dag_output_artifacts(
+                outputs.get("artifacts"), f"{path}.dag.outputs.artifacts"
+            ),
         )
         return ComponentSpec(name, interface, dag=dag)
     if "executorLabel" in raw:
-        return ComponentSpec(name, interface, executor_label=str(raw["executorLabel"]))
-    raise PipelineSpecError(f"component {name!r} has neither a 'dag' nor an 'executorLabel'")
-
-
-def _duration(text: Any, default: float) -> float:
-    if text in (None, ""):
-        return default
-    value = str(text).strip()
-    try:
-        return float(value[:-1]) if value.endswith("s") else float(value)
-    except ValueError as exc:
-        raise PipelineSpecError(f"bad duration {value!r}: expected seconds such as '30s'") from exc
-
-
-def _task(name: str, raw: Mapping[str, Any]) -> TaskSpec:
-    ref = (raw.get("componentRef") or {}).get("name")
-    if not ref:
-        raise PipelineSpecError(f"task {name!r} has no componentRef")
-    inputs = raw.get("inputs") or {}
-    trigger = raw.get("triggerPolicy") or {}
-    condition = None
-    if trigger.get("condition"):
-        condition = compile_condition(str(trigger["condition"]), task=name)
-    iterator = None
-    if "parameterIterator" in raw:
-        spec = raw["parameterIterator"]
-        items = spec.get("items") or {}
-        raw_items = None
-        if "raw" in items:
-            try:
-                raw_items = json.loads(items["raw"])
-            except ValueError as exc:
-                raise PipelineSpecError(f"task {name!r}: loop items are not JSON") from exc
-        iterator = Iterator(
-            "parameter", spec["itemInput"], raw=raw_items, input_name=items.get("inputParameter")
-        )
-    elif "artifactIterator" in raw:
-        spec = raw["artifactIterator"]
-        iterator = Iterator(
-            "artifact", spec["itemInput"], input_name=(spec.get("items") or {}).get("inputArtifact")
-        )
-    retry = None
-    if "retryPolicy" in raw:
-        rp = raw["retryPolicy"]
-        retry = RetryPolicy(
-            max_retries=int(rp.get("maxRetryCount", 0)),
-            backoff=_duration(rp.get("backoffDuration"), 0.0),
-            factor=float(rp.get("backoffFactor", 2.0)),
-            max_backoff=_duration(rp.get("backoffMaxDuration"), 3600.0),
-        )
-    caching = raw.get("cachingOptions") or {}
-    return TaskSpec(
-        name=name,
-        component=str(ref),
-        dependencies=tuple(raw.get("dependentTasks") or ()),
-        parameter_inputs=inputs.get("parameters") or {},
-        artifact_inputs=inputs.get("artifacts") or {},
-        condition=condition,
-        all_upstream_completed=trigger.get("strategy") == ALL_UPSTREAM_TASKS_COMPLETED,
-        iterator=iterator,
-        parallelism=int((raw.get("iteratorPolicy") or {}).get("parallelismLimit", 0)),
-        retry=retry,
-        enable_cache=bool(caching.get("enableCache", False)),
-        cache_key=str(caching.get("cacheKey", "")),
+        label = read.text(raw["executorLabel"], f"{path}.executorLabel")
+        return ComponentSpec(name, interface, executor_label=label)
+    raise PipelineSpecError(
+        f"component {name!r} has neither a 'dag' nor an 'executorLabel' (at {path})"
     )
 
 
-def _check_references(ir: PipelineIR) -> None:
-    for comp in [ir.root, *ir.components.values()]:
-        if comp.executor_label is not None and comp.executor_label not in ir.executors:
-            raise PipelineSpecError(
-                f"component {comp.name!r} names executor {comp.executor_label!r}, "
-                "which deploymentSpec.executors does not define"
+def _selector(raw: Any, path: str, output_key: str, producer: str = "producerTask") -> None:
+    """Check a `{producerTask, output...Key}` reference to a task's output."""
+    sel = read.mapping(raw, path)
+    for key in (producer, output_key):
+        read.text(read.required(sel, key, path), f"{path}.{key}")
+
+
+def _dag_output_parameters(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
+    outputs = read.named(raw, path)
+    for name, spec in outputs.items():
+        where = f"{path}.{name}"
+        spec = read.mapping(spec, where)
+        if "valueFromParameter" in spec:
+            _selector(
+                spec["valueFromParameter"], f"{where}.valueFromParameter", _OUT_PARAM, _SUBTASK
             )
-        if comp.dag is None:
-            continue
-        for task in comp.dag.tasks.values():
-            if task.component not in ir.components:
-                raise PipelineSpecError(
-                    f"task {task.name!r} refers to component {task.component!r}, "
-                    "which the PipelineSpec does not define"
+        elif "valueFromOneof" in spec:
+            oneof = read.node(spec["valueFromOneof"], f"{where}.valueFromOneof")
+            sels = f"{where}.valueFromOneof.parameterSelectors"
+            for i, sel in enumerate(read.sequence(oneof.get("parameterSelectors"), sels)):
+                _selector(sel, f"{sels}[{i}]", _OUT_PARAM, _SUBTASK)
+        else:
+            read.malformed(where, "'valueFromParameter' or 'valueFromOneof'", dict(spec))
+    return outputs
+
+
+def _dag_output_artifacts(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
+    outputs = read.named(raw, path)
+    for name, spec in outputs.items():
+        sels = f"{path}.{name}.artifactSelectors"
+        spec = read.mapping(spec, f"{path}.{name}")
+        for i, sel in enumerate(read.sequence(spec.get("artifactSelectors"), sels)):
+            _selector(sel, f"{sels}[{i}]", _OUT_ARTIFACT, _SUBTASK)
+    return outputs
+
+
+def _parameter_inputs(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
+    inputs = read.named(raw, path)
+    for name, sel in inputs.items():
+        where = f"{path}.{name}"
+        sel = read.mapping(sel, where)
+        if "runtimeValue" in sel:
+            read.node(sel["runtimeValue"], f"{where}.runtimeValue")
+        elif "componentInputParameter" in sel:
+            read.text(sel["componentInputParameter"], f"{where}.componentInputParameter")
+        elif "taskOutputParameter" in sel:
+            _selector(sel["taskOutputParameter"], f"{where}.taskOutputParameter", _OUT_PARAM)
+        elif "taskFinalStatus" in sel:
+            status = read.mapping(sel["taskFinalStatus"], f"{where}.taskFinalStatus")
+            read.text(read.required(status, "producerTask", where), f"{where}.producerTask")
+        else:
+            read.malformed(
+                where,
+                "one of 'runtimeValue', 'componentInputParameter', 'taskOutputParameter', "
+                "'taskFinalStatus'",
+                dict(sel),
+            )
+        if sel.get("parameterExpressionSelector"):
+            expression = read.text(
+                sel["parameterExpressionSelector"], f"{where}.parameterExpressionSelector"
+            )
+            if not expression.lstrip().startswith(("parseJson(string_value)", "string_value")):
+                read.malformed(
+                    f"{where}.parameterExpressionSelector",
+                    "an expression over string_value or parseJson(string_value)",
+                    expression,
                 )
-            for dep in task.dependencies:
-                if dep not in comp.dag.tasks:
-                    raise PipelineSpecError(
-                        f"task {task.name!r} depends on {dep!r}, which is not in its DAG"
-                    )
+    return inputs
+
+
+def _artifact_inputs(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
+    inputs = read.named(raw, path)
+    for name, sel in inputs.items():
+        where = f"{path}.{name}"
+        sel = read.mapping(sel, where)
+        if "componentInputArtifact" in sel:
+            read.text(sel["componentInputArtifact"], f"{where}.componentInputArtifact")
+        elif "taskOutputArtifact" in sel:
+            _selector(sel["taskOutputArtifact"], f"{where}.taskOutputArtifact", _OUT_ARTIFACT)
+        else:
+            read.malformed(where, "'componentInputArtifact' or 'taskOutputArtifact'", dict(sel))
+    return inputs
+
+
+def _duration(value: Any, default: float, path: str) -> float:
+    if value in (None, ""):
+        return default
+    text = read.text(value, path).strip()
+    try:
+        return float(text[:-1]) if text.endswith("s") else float(text)
+    except ValueError as exc:
+        raise PipelineSpecError(
+            f"bad duration {text!r} at {path}: expected seconds such as '30s'"
+        ) from exc
+
+
+def _task(name: str, raw: Any, path: str) -> TaskSpec:
+    raw = read.mapping(raw, path)
+    ref_raw = read.mapping(raw.get("componentRef"), f"{path}.componentRef")
+    ref = read.text(ref_raw.get("name"), f"{path}.componentRef.name")
+    if not ref:
+        raise PipelineSpecError(f"task {name!r} has no componentRef (at {path}.componentRef)")
+    inputs = read.mapping(raw.get("inputs"), f"{path}.inputs")
+    trigger = read.mapping(raw.get("triggerPolicy"), f"{path}.triggerPolicy")
+    condition = None
+    expression = read.text(trigger.get("condition"), f"{path}.triggerPolicy.condition")
+    if expression:
+        condition = compile_condition(expression, task=name)
+    strategy = read.text(trigger.get("strategy"), f"{path}.triggerPolicy.strategy")
+    retry = None
+    if "retryPolicy" in raw:
+        rp = read.mapping(raw["retryPolicy"], f"{path}.retryPolicy")
+        retry = RetryPolicy(
+            max_retries=read.integer(rp.get("maxRetryCount"), f"{path}.retryPolicy.maxRetryCount"),
+            backoff=_duration(
+                rp.get("backoffDuration"), 0.0, f"{path}.retryPolicy.backoffDuration"
+            ),
+            factor=read.number(rp.get("backoffFactor"), f"{path}.retryPolicy.backoffFactor", 2.0),
+            max_backoff=_duration(
+                rp.get("backoffMaxDuration"), 3600.0, f"{path}.retryPolicy.backoffMaxDuration"
+            ),
+        )
+    caching = read.mapping(raw.get("cachingOptions"), f"{path}.cachingOptions")
+    policy = read.mapping(raw.get("iteratorPolicy"), f"{path}.iteratorPolicy")
+    return TaskSpec(
+        name=name,
+        component=ref,
+        dependencies=tuple(read.strings(raw.get("dependentTasks"), f"{path}.dependentTasks")),
+        parameter_inputs=_parameter_inputs(inputs.get("parameters"), f"{path}.inputs.parameters"),
+        artifact_inputs=_artifact_inputs(inputs.get("artifacts"), f"{path}.inputs.artifacts"),
+        condition=condition,
+        all_upstream_completed=strategy == ALL_UPSTREAM_TASKS_COMPLETED,
+        iterator=_iterator(name, raw, path),
+        parallelism=read.integer(
+            policy.get("parallelismLimit"), f"{path}.iteratorPolicy.parallelismLimit"
+        ),
+        retry=retry,
+        enable_cache=read.flag(caching.get("enableCache"), f"{path}.cachingOptions.enableCache"),
+        cache_key=read.text(caching.get("cacheKey"), f"{path}.cachingOptions.cacheKey"),
+    )
+
+
+def _iterator(name: str, raw: Mapping[str, Any], path: str) -> Iterator | None:
+    if "parameterIterator" in raw:
+        where = f"{path}.parameterIterator"
+        spec = read.mapping(raw["parameterIterator"], where)
+        items = read.mapping(spec.get("items"), f"{where}.items")
+        raw_items = None
+        if "raw" in items:
+            try:
+                raw_items = json.loads(read.text(items["raw"], f"{where}.items.raw"))
+            except (ValueError, RecursionError) as exc:
+                raise PipelineSpecError(
+                    f"task {name!r}: loop items are not JSON (at {where}.items.raw)"
+                ) from exc
+            if not isinstance(raw_items, list):
+                read.malformed(f"{where}.items.raw", "a JSON list", raw_items)
+        input_name = read.text(items.get("inputParameter"), f"{where}.items.inputParameter")
+        if raw_items is None and not input_name:
+            read.malformed(f"{where}.items", "'raw' or 'inputParameter'", dict(items))
+        item_input = read.text(read.required(spec, "itemInput", where), f"{where}.itemInput")
+        return Iterator("parameter", item_input, raw=raw_items, input_name=input_name or None)
+    if "artifactIterator" in raw:
+        where = f"{path}.artifactIterator"
+        spec = read.mapping(raw["artifactIterator"], where)
+        items = read.mapping(spec.get("items"), f"{where}.items")
+        input_name = read.text(
+            read.required(items, "inputArtifact", f"{where}.items"), f"{where}.items.inputArtifact"
+        )
+        item_input = read.text(read.required(spec, "itemInput", where), f"{where}.itemInput")
+        return Iterator("artifact", item_input, input_name=input_name)
+    return None

@@ -297,3 +297,155 @@ def _expand(item: Any, ctx: PlaceholderContext) -> list[str]:
         f"unsupported structured placeholder {item!r}; expected a string, "
         '{"Concat": [...]} or {"IfPresent": {"InputName": ..., "Then": ..., "Else": ...}}'
     )
+
+
+# -- validation at load time ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlaceholderNames:
+    """The input and output names a placeholder may refer to (None: any name)."""
+
+    input_parameters: frozenset[str] | None = None
+    input_artifacts: frozenset[str] | None = None
+    output_parameters: frozenset[str] | None = None
+    output_artifacts: frozenset[str] | None = None
+
+    def known(self, side: str, kind: str) -> frozenset[str] | None:
+        """The names declared for `side` ("inputs"/"outputs") and `kind` ("parameters"/...)."""
+        if side == "inputs":
+            return self.input_parameters if kind == "parameters" else self.input_artifacts
+        return self.output_parameters if kind == "parameters" else self.output_artifacts
+
+
+_ANY_NAME = PlaceholderNames()
+
+
+def check_args(args: Sequence[str], path: str, names: PlaceholderNames = _ANY_NAME) -> None:
+    """Check a container's `command` or `args` without resolving it, as `resolve_args` reads it.
+
+    Every placeholder must have a form `resolve_args` knows and name an input or output the
+    component declares; Concat/IfPresent structures must be well formed. Checked when the
+    pipeline loads, so a bad placeholder is one error before the run, not a failure inside it.
+
+    Raises:
+        PipelineSpecError: The first bad placeholder, with its JSON path.
+    """
+    for index, arg in enumerate(args):
+        where = f"{path}[{index}]"
+        if arg.startswith(('{"Concat":', '{"IfPresent":')):
+            try:
+                structure = json.loads(arg)
+            except (ValueError, RecursionError) as exc:
+                raise PipelineSpecError(
+                    f"malformed structured placeholder at {where}: {arg!r:.80} is not JSON "
+                    f"({exc}); use the form kfp.dsl.ConcatPlaceholder / IfPresentPlaceholder write"
+                ) from exc
+            _check_structure(structure, where, names, in_concat=False)
+        else:
+            check_string(arg, where, names)
+
+
+def check_string(value: str, path: str, names: PlaceholderNames = _ANY_NAME) -> None:
+    """Check every `{{$...}}` placeholder inside one string (see `check_args`).
+
+    Raises:
+        PipelineSpecError: An unknown form, or a name the component does not declare.
+    """
+    if "{{$" not in value:  # the common case: no placeholder at all
+        return
+    for match in _TOKEN.finditer(value):
+        _check_token(match.group(1), path, names)
+
+
+def check_value(value: Any, path: str, names: PlaceholderNames = _ANY_NAME) -> None:
+    """`check_string` on every string inside nested lists and dicts (keys included)."""
+    if isinstance(value, str):
+        check_string(value, path, names)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_value(item, f"{path}[{index}]", names)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_value(key, path, names)
+            check_value(item, f"{path}.{key}", names)
+
+
+def _check_token(body: str, path: str, names: PlaceholderNames) -> None:
+    token = f"{{{{${body}}}}}"
+    escape = _ESCAPE.fullmatch(body)
+    core = escape["core"] if escape else body
+    if core in _SIMPLE or _VERTEX_ONLY.fullmatch(core):
+        # Vertex-only forms are refused when resolved: a task that never runs may hold them.
+        return
+    io = _IO.fullmatch(core)
+    if io is None:
+        raise _at(path, _unknown(token))
+    side, kind, name, attr, key = io["side"], io["kind"], io["name"], io["attr"], io["key"]
+    if kind == "parameters":
+        valid = (side == "inputs" and attr is None) or (side == "outputs" and attr == "output_file")
+        valid = valid and key is None
+    else:
+        valid = attr != "output_file" and (key is None or attr == "metadata")
+    if not valid:
+        raise _at(path, _unknown(token))
+    declared = names.known(side, kind)
+    if declared is not None and name not in declared:
+        what = f"{side[:-1]} {kind[:-1]}"
+        raise PipelineSpecError(
+            f"placeholder {token} at {path} names {what} {name!r}, which the component does "
+            f"not declare ({what}s: {', '.join(sorted(declared)) or 'none'})"
+        )
+
+
+def _check_structure(item: Any, path: str, names: PlaceholderNames, *, in_concat: bool) -> None:
+    if isinstance(item, str):
+        check_string(item, path, names)
+        return
+    if isinstance(item, dict) and len(item) == 1:
+        if isinstance(item.get("Concat"), list):
+            for index, part in enumerate(item["Concat"]):
+                _check_structure(part, f"{path}.Concat[{index}]", names, in_concat=True)
+            return
+        spec = item.get("IfPresent")
+        if isinstance(spec, dict) and isinstance(spec.get("InputName"), str):
+            _check_if_present(spec, f"{path}.IfPresent", names, in_concat=in_concat)
+            return
+    raise PipelineSpecError(
+        f"unsupported structured placeholder at {path}: {item!r:.120}; expected a string, "
+        '{"Concat": [...]} or {"IfPresent": {"InputName": ..., "Then": ..., "Else": ...}}'
+    )
+
+
+def _check_if_present(
+    spec: dict[str, Any], path: str, names: PlaceholderNames, *, in_concat: bool
+) -> None:
+    name = spec["InputName"]
+    groups = [names.input_parameters, names.input_artifacts]
+    groups += [names.output_parameters, names.output_artifacts]
+    if all(group is not None for group in groups):
+        declared = frozenset().union(*(g for g in groups if g is not None))
+        if name not in declared:
+            raise PipelineSpecError(
+                f"IfPresent at {path} names input {name!r}, which the component does not "
+                f"declare (inputs and outputs: {', '.join(sorted(declared)) or 'none'})"
+            )
+    for branch in ("Then", "Else"):
+        value = spec.get(branch)
+        where = f"{path}.{branch}"
+        if value is None:
+            continue
+        if isinstance(value, list):
+            if in_concat and len(value) > 1:  # `_expand` needs one argument per Concat part
+                raise PipelineSpecError(
+                    f"IfPresent at {path} inside a Concat gives several arguments in {branch}; "
+                    "a Concat part must give exactly one"
+                )
+            for index, element in enumerate(value):
+                _check_structure(element, f"{where}[{index}]", names, in_concat=in_concat)
+        else:
+            _check_structure(value, where, names, in_concat=in_concat)
+
+
+def _at(path: str, error: PipelineSpecError) -> PipelineSpecError:
+    return PipelineSpecError(f"{error} (at {path})")

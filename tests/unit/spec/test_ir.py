@@ -193,9 +193,9 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> None:
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
-        ("pipelineInfo", "features", "'pipelineInfo' should be a Mapping"),
-        ("components", ["comp-add"], "'components' should be a Mapping"),
-        ("components/comp-add", "oops", "component 'comp-add' is not a mapping"),
+        ("pipelineInfo", "features", "at pipelineInfo: expected a mapping, got str"),
+        ("components", ["comp-add"], "at components: expected a mapping, got list"),
+        ("components/comp-add", "oops", "at components.comp-add: expected a mapping"),
         ("components/comp-add/executorLabel", KeyError, "neither a 'dag' nor an 'executorLabel'"),
         ("root/dag/tasks/report/componentRef", KeyError, "task 'report' has no componentRef"),
         (
@@ -206,7 +206,7 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> None:
         (
             "root/dag/tasks/report/dependentTasks",
             ["nowhere"],
-            "depends on 'nowhere', which is not in its DAG",
+            "task 'report' waits for task 'nowhere', which is not in the pipeline's root DAG",
         ),
         ("deploymentSpec/executors/exec-add", KeyError, "names executor 'exec-add'"),
         (
