@@ -8,13 +8,16 @@ test's tmp_path; test modules import what they use from here::
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -169,3 +172,30 @@ def kill_leftovers(proc: subprocess.Popen[Any], task_pid: int | None = None) -> 
     if task_pid is not None and not process_gone(task_pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(task_pid, signal.SIGKILL)
+
+
+def build_wheel(directory: Path, value: str) -> Path:
+    """Write a minimal pure-Python wheel of package `hwtestpkg` with `VALUE = value`."""
+    files = {
+        "hwtestpkg/__init__.py": f"VALUE = {value!r}\n",
+        "hwtestpkg-0.1.dist-info/METADATA": (
+            "Metadata-Version: 2.1\nName: hwtestpkg\nVersion: 0.1\n"
+        ),
+        "hwtestpkg-0.1.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: headwater-tests\n"
+            "Root-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for name, text in files.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append("hwtestpkg-0.1.dist-info/RECORD,,")
+    files["hwtestpkg-0.1.dist-info/RECORD"] = "\n".join(record) + "\n"
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / "hwtestpkg-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel

@@ -7,9 +7,7 @@ interpreter) with HEADWATER_HOME in the test's tmp_path; the pipelines live in
 
 from __future__ import annotations
 
-import base64
 import fcntl
-import hashlib
 import itertools
 import json
 import os
@@ -24,12 +22,12 @@ import subprocess
 import sys
 import termios
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
 from cli_harness import (
     Cli,
+    build_wheel,
     cached_flags,
     kill_leftovers,
     last_json_line,
@@ -328,33 +326,6 @@ def test_missing_packages_stop_the_run(headwater: Cli) -> None:
     assert cli.stdout == ""
     # Checked before anything started: no task, not even the one without packages, has run.
     assert not list(headwater.home.glob("runs/*/tasks/*/log.txt"))
-
-
-def build_wheel(directory: Path, value: str) -> Path:
-    """Write a minimal pure-Python wheel of package `hwtestpkg` with `VALUE = value`."""
-    files = {
-        "hwtestpkg/__init__.py": f"VALUE = {value!r}\n",
-        "hwtestpkg-0.1.dist-info/METADATA": (
-            "Metadata-Version: 2.1\nName: hwtestpkg\nVersion: 0.1\n"
-        ),
-        "hwtestpkg-0.1.dist-info/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: headwater-tests\n"
-            "Root-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = []
-    for name, text in files.items():
-        data = text.encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
-    record.append("hwtestpkg-0.1.dist-info/RECORD,,")
-    files["hwtestpkg-0.1.dist-info/RECORD"] = "\n".join(record) + "\n"
-    directory.mkdir(parents=True, exist_ok=True)
-    wheel = directory / "hwtestpkg-0.1-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return wheel
 
 
 def test_install_packages_from_a_local_wheel(headwater: Cli, tmp_path: Path) -> None:

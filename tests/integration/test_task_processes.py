@@ -14,7 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_harness import Cli, kill_leftovers, pipeline, process_gone, run_ok, wait_for
+from cli_harness import (
+    Cli,
+    build_wheel,
+    kill_leftovers,
+    pipeline,
+    process_gone,
+    run_ok,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -79,3 +87,18 @@ def test_what_a_task_started_ends_when_the_run_is_stopped(
     finally:
         kill_leftovers(proc)
         kill_all(pids)
+
+
+# --- packages_to_install ---------------------------------------------------------------------
+
+
+def test_installed_packages_reach_the_task_subprocesses(headwater: Cli, tmp_path: Path) -> None:
+    headwater.env["HEADWATER_TEST_WHEEL"] = str(build_wheel(tmp_path / "wheels", "sub-7f3a"))
+
+    result = run_ok(headwater.run("task_pkg_subprocess", "--install-packages"))
+
+    value, _, module_file = result["outputs"]["Output"].partition(" ")
+    assert value == "sub-7f3a"
+    (env,) = [p for p in (headwater.home / "envs").iterdir() if p.is_dir()]
+    # The component's own subprocess imported it from the environment Headwater installed.
+    assert Path(module_file).is_relative_to(env), module_file

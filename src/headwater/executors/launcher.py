@@ -30,6 +30,7 @@ def run_task(payload: dict[str, Any]) -> None:
             os.environ.update(payload["env"])
             os.environ["_KFP_RUNTIME"] = "true"
         os.environ.update(payload.get("env_update") or {})
+        _extend_python_path(payload.get("python_path") or [])
         _download(payload)
         if payload["kind"] == "python":
             code = _run_python(payload)
@@ -92,10 +93,22 @@ def _redirect_output(log_path: str) -> None:
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
 
 
+def _extend_python_path(entries: list[str]) -> None:
+    """Put installed `packages_to_install` first on the import path of this task and its children.
+
+    `sys.path` serves the component itself; `PYTHONPATH` serves every Python process it starts
+    (a notebook's kernel, a `subprocess.run([sys.executable, ...])`), as a `pip install` into
+    the task's image would on Kubernetes.
+    """
+    if not entries:
+        return
+    sys.path[:0] = [e for e in entries if e not in sys.path]
+    inherited = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([*entries, *([inherited] if inherited else [])])
+
+
 def _run_python(payload: dict[str, Any]) -> int:
     sys.dont_write_bytecode = True  # the component module is used once
-    for entry in reversed(payload.get("python_path") or []):
-        sys.path.insert(0, entry)
     module_path = os.path.join(payload["workdir"], "ephemeral_component.py")
     with open(module_path, "w", encoding="utf-8") as fh:
         fh.write(payload["source"])

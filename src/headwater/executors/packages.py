@@ -3,7 +3,8 @@
 Headwater never runs a component's `pip install` prelude (it would reinstall kfp into the
 user's environment). Instead the requirements are checked against what is installed here; with
 `--install-packages`, the missing ones go into a directory keyed by the requirement set under
-`$HEADWATER_HOME/envs/`, installed once and put first on the task's `sys.path`.
+`$HEADWATER_HOME/envs/`, installed once and put first on the task's `sys.path` and on the
+`PYTHONPATH` of every process the task starts.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def prepare_packages(ir: PipelineIR, *, install: bool) -> tuple[str, ...]:
     """Check every executor's packages; install the missing ones when allowed.
 
     Returns:
-        Directories to put first on tasks' `sys.path` (empty when nothing was missing).
+        Directories to put first on tasks' `sys.path` and `PYTHONPATH` (empty when nothing
+        was missing).
 
     Raises:
         MissingPackagesError: Packages are missing and `install` is False.
