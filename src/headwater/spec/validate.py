@@ -94,8 +94,9 @@ def _check_dag(ir: PipelineIR, comp: ComponentSpec, dag: DagSpec, path: str) -> 
     cycle = find_cycle(waits_for)
     if cycle is not None:
         raise PipelineSpecError(
-            f"the tasks of {_dag_name(comp)} form a cycle: {' -> '.join(cycle)} (each waits "
-            "for the next, through dependentTasks or an input): remove one of these dependencies"
+            f"the tasks of {_dag_name(comp)} form a cycle: {_ring(cycle[::-1])} (each must "
+            "finish before the next starts, through dependentTasks or an input): remove one "
+            "of these dependencies"
         )
     _check_dag_outputs(ir, comp, dag, path)
 
@@ -212,9 +213,17 @@ def _check_nesting(ir: PipelineIR) -> None:
     cycle = find_cycle(uses)
     if cycle is not None:
         raise PipelineSpecError(
-            f"components contain each other in a cycle: {' -> '.join(cycle)}; a pipeline "
+            f"components contain each other in a cycle: {_ring(cycle)}; a pipeline "
             "cannot contain itself"
         )
+
+
+def _ring(cycle: list[str]) -> str:
+    """`[b, c, a, b]` as "a -> b -> c -> a": the same cycle, from its first name in order."""
+    nodes = cycle[:-1]
+    start = nodes.index(min(nodes))
+    nodes = nodes[start:] + nodes[:start]
+    return " -> ".join([*nodes, nodes[0]])
 
 
 def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
