@@ -157,6 +157,16 @@ def parse_pipeline(doc: Mapping[str, Any], platform: Mapping[str, Any] | None = 
         UnsupportedFeatureError: It uses an executor kind Headwater does not run.
         ConditionError: A trigger condition is not valid CEL.
     """
+    try:
+        return _parse(doc, platform)
+    except RecursionError as exc:  # the checks recurse into constants and placeholders
+        raise PipelineSpecError(
+            "the PipelineSpec nests values too deeply to check (Python's recursion limit was "
+            "reached): flatten the deeply nested constant or metadata"
+        ) from exc
+
+
+def _parse(doc: Mapping[str, Any], platform: Mapping[str, Any] | None) -> PipelineIR:
     if not isinstance(doc, Mapping) or "root" not in doc or "pipelineInfo" not in doc:
         keys = ", ".join(sorted(map(str, doc))) if isinstance(doc, Mapping) else type(doc).__name__
         raise PipelineSpecError(

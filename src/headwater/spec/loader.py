@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import traceback
 import uuid
 import warnings
 from collections.abc import Mapping
@@ -58,8 +59,13 @@ def ir_from_component(component: Any) -> PipelineIR:
     """Build the IR of a KFP `GraphComponent` (what `@dsl.pipeline` returns)."""
     from google.protobuf import json_format
 
-    spec = json_format.MessageToDict(component.pipeline_spec)
-    platform = json_format.MessageToDict(component.platform_spec)
+    try:
+        spec = json_format.MessageToDict(component.pipeline_spec)
+        platform = json_format.MessageToDict(component.platform_spec)
+    except (AttributeError, TypeError) as exc:
+        raise PipelineLoadError(
+            f"{component!r:.80} is not a compiled KFP pipeline ({exc}): pass a @dsl.pipeline"
+        ) from exc
     return parse_pipeline(spec, platform.get("platforms") or {})
 
 
@@ -71,15 +77,21 @@ def load_ir_file(path: Path) -> PipelineIR:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PipelineLoadError(f"cannot read {str(path)!r}: {exc}") from exc
+    kind = "JSON" if path.suffix == ".json" else "YAML"
     try:
         if path.suffix == ".json":
             docs = [json.loads(text)]
         else:
             docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except (ValueError, yaml.YAMLError) as exc:
-        kind = "JSON" if path.suffix == ".json" else "YAML"
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise PipelineLoadError(f"{str(path)!r} is not valid {kind}: {detail}") from exc
+    except RecursionError as exc:
+        # Both parsers recurse per level; a compiled pipeline nests a few dozen levels.
+        raise PipelineLoadError(
+            f"{str(path)!r} nests {kind} too deeply to be a PipelineSpec (Python's recursion "
+            "limit was reached while parsing it): pass a compiled KFP pipeline"
+        ) from exc
     if not docs:
         raise PipelineSpecError(f"{str(path)!r} is empty: expected a compiled KFP PipelineSpec")
     platform: Mapping[str, Any] = {}
@@ -177,10 +189,37 @@ def _import_file(path: Path) -> Any:
             # KFP warns about its future default base image on every @dsl.component.
             warnings.simplefilter("ignore", FutureWarning)
             spec.loader.exec_module(module)
+    except SystemExit as exc:
+        # A script's `sys.exit()` (or argparse's) would end Headwater with the file's code.
+        raise PipelineLoadError(
+            f"{str(path)!r} called sys.exit({exc.code!r}) while loading{_where(exc, path)}: "
+            "put the script part of the file under `if __name__ == '__main__':`"
+        ) from exc
     except Exception as exc:
         raise PipelineLoadError(
-            f"importing {str(path)!r} failed: {type(exc).__name__}: {exc}"
+            f"importing {str(path)!r} failed{_where(exc, path)}: "
+            f"{type(exc).__name__}: {_first_line(exc)}"
         ) from exc
     finally:
         sys.path.remove(str(path.parent.resolve()))
     return module
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """ " at line N" of `path` where `exc` was raised (its deepest frame in that file)."""
+    if isinstance(exc, SyntaxError) and exc.lineno is not None:
+        return f" at line {exc.lineno}"
+    line = None
+    target = str(path.resolve())
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == target or frame.filename == str(path):
+            line = frame.lineno
+    return f" at line {line}" if line is not None else ""
+
+
+def _first_line(exc: BaseException) -> str:
+    """The exception's message on one line (the CLI prints one line per error)."""
+    if isinstance(exc, SyntaxError):
+        return exc.msg
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else "(no message)"

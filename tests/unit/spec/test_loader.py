@@ -11,6 +11,7 @@ import yaml
 from kfp import compiler, dsl
 
 from headwater.errors import PipelineLoadError, PipelineSpecError
+from headwater.spec.ir import parse_pipeline
 from headwater.spec.loader import ir_from_component, load_pipeline
 
 HEADER = """\
@@ -156,11 +157,59 @@ def test_load_py_without_a_pipeline(write_file: WriteFile) -> None:
 
 
 def test_load_py_that_fails_to_import(write_file: WriteFile) -> None:
-    path = write_file("broken.py", "RATIO = 1 / 0\n")
+    path = write_file("broken.py", "VALUE = 1\nRATIO = 1 / 0\n", header=False)
     with pytest.raises(PipelineLoadError) as info:
         load_pipeline(path)
-    assert f"importing {str(path)!r} failed: ZeroDivisionError" in str(info.value)
+    message = str(info.value)
+    assert message == (
+        f"importing {str(path)!r} failed at line 2: ZeroDivisionError: division by zero"
+    )
     assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+def test_load_py_names_the_line_of_the_users_file_not_a_library_frame(
+    write_file: WriteFile,
+) -> None:
+    path = write_file("calls.py", "import json\n\njson.loads('{bad')\n", header=False)
+    with pytest.raises(PipelineLoadError) as info:
+        load_pipeline(path)
+    assert "failed at line 3: JSONDecodeError: Expecting property name" in str(info.value)
+
+
+def test_load_py_with_a_syntax_error(write_file: WriteFile) -> None:
+    path = write_file("syntax.py", "x = 1\ndef broken(:\n", header=False)
+    with pytest.raises(PipelineLoadError) as info:
+        load_pipeline(path)
+    assert "failed at line 2: SyntaxError: invalid syntax" in str(info.value)
+
+
+def test_load_py_error_with_a_multi_line_message_is_one_line(write_file: WriteFile) -> None:
+    path = write_file("multi.py", "raise ValueError('first\\nsecond')\n", header=False)
+    with pytest.raises(PipelineLoadError) as info:
+        load_pipeline(path)
+    assert "\n" not in str(info.value)
+    assert str(info.value).endswith("ValueError: first")
+
+
+@pytest.mark.parametrize(
+    ("call", "shown"),
+    [
+        ("sys.exit(0)", "sys.exit(0)"),
+        ("sys.exit(3)", "sys.exit(3)"),
+        ("sys.exit()", "sys.exit(None)"),
+        ("sys.exit('bye')", "sys.exit('bye')"),
+        ("raise SystemExit(2)", "sys.exit(2)"),
+    ],
+    ids=["zero", "three", "none", "message", "raise"],
+)
+def test_load_py_that_exits_while_loading(write_file: WriteFile, call: str, shown: str) -> None:
+    path = write_file("exits.py", f"import sys\n\n{call}\n", header=False)
+    with pytest.raises(PipelineLoadError) as info:
+        load_pipeline(path)
+    message = str(info.value)
+    assert message.startswith(f"{str(path)!r} called {shown} while loading at line 3")
+    assert "if __name__ == '__main__'" in message
+    assert str(path.parent) not in sys.path
 
 
 def test_load_py_imports_sibling_modules_then_restores_sys_path(write_file: WriteFile) -> None:
@@ -263,6 +312,25 @@ def test_malformed_ir_files(write_file: WriteFile, name: str, text: str, kind: s
     with pytest.raises(PipelineLoadError, match=f"is not valid {kind}") as info:
         load_pipeline(path)
     assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["deep.yaml", "deep.json"])
+def test_ir_nested_too_deeply(write_file: WriteFile, name: str) -> None:
+    path = write_file(name, "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(PipelineLoadError, match="too deeply to be a PipelineSpec") as info:
+        load_pipeline(path)
+    assert str(path) in str(info.value)
+
+
+def test_ir_with_a_deep_constant_is_one_error(tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(ir_from_component(arithmetic).raw))
+    deep: object = "x"
+    for _ in range(5000):
+        deep = [deep]
+    task = doc["root"]["dag"]["tasks"]["add"]
+    task["inputs"]["parameters"]["b"] = {"runtimeValue": {"constant": deep}}
+    with pytest.raises(PipelineSpecError, match="nests values too deeply"):
+        parse_pipeline(doc)
 
 
 def test_empty_yaml(write_file: WriteFile) -> None:
