@@ -102,6 +102,39 @@ def test_coerce_names_what_the_value_is() -> None:
 
 
 @pytest.mark.parametrize(
+    "value",
+    [2**63 - 1, -(2**63), "9223372036854775807", float(2**62)],
+    ids=["max", "min", "max-text", "float"],
+)
+def test_coerce_accepts_every_int64(value: Any) -> None:
+    assert coerce(value, "NUMBER_INTEGER", name="n") == int(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (2**63, "9223372036854775808"),
+        (-(2**63) - 1, "-9223372036854775809"),
+        ("123456789012345678901234567890", "'123456789012345678901234567890'"),
+        (1e30, "1e+30"),
+        (10**5000, "an integer of 16610 bits"),
+    ],
+    ids=["max+1", "min-1", "30-digits", "float", "huge"],
+)
+def test_coerce_refuses_integers_beyond_64_bits(value: Any, shown: str) -> None:
+    with pytest.raises(ParameterError) as info:
+        coerce(value, "NUMBER_INTEGER", name="n")
+    message = str(info.value)
+    assert f"parameter 'n' expects int (NUMBER_INTEGER) but got {shown}" in message
+    assert "KFP integers are 64-bit (-9223372036854775808 to 9223372036854775807)" in message
+
+
+def test_coerce_refuses_a_double_too_large_for_a_float() -> None:
+    with pytest.raises(ParameterError, match=r"expects float \(NUMBER_DOUBLE\)"):
+        coerce(10**400, "NUMBER_DOUBLE", name="x")
+
+
+@pytest.mark.parametrize(
     ("value", "expected"),
     [
         (1.0, 1),

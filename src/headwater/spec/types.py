@@ -69,12 +69,41 @@ def coerce(value: Any, parameter_type: str, *, name: str, what: str = "parameter
         return None
     try:
         return _coerce(value, parameter_type)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         expected = _PYTHON_NAMES.get(parameter_type, parameter_type)
+        hint = exc.hint if isinstance(exc, _OutOfRangeError) else f"pass a value of type {expected}"
         raise ParameterError(
-            f"{what} {name!r} expects {expected} ({parameter_type}) but got {value!r}: "
-            f"pass a value of type {expected}"
+            f"{what} {name!r} expects {expected} ({parameter_type}) but got {_show(value)}: {hint}"
         ) from exc
+
+
+#: KFP's NUMBER_INTEGER is a protobuf int64: the backend and every component see 64 bits.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class _OutOfRangeError(ValueError):
+    """A value of the right type that the declared type cannot hold."""
+
+    def __init__(self, hint: str) -> None:
+        super().__init__(hint)
+        self.hint = hint
+
+
+def _show(value: Any) -> str:
+    """`repr(value)`, short, and safe for ints too long to print (`sys.set_int_max_str_digits`)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _int64(value: int) -> int:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise _OutOfRangeError(
+            f"KFP integers are 64-bit ({INT64_MIN} to {INT64_MAX}); pass a smaller value, "
+            "or declare the parameter str and convert it in the component"
+        )
+    return value
 
 
 def _coerce(value: Any, parameter_type: str) -> Any:
@@ -91,9 +120,9 @@ def _coerce(value: Any, parameter_type: str) -> Any:
         if isinstance(value, float):
             if not value.is_integer():
                 raise ValueError("not integral")
-            return int(value)
+            return _int64(int(value))
         if isinstance(value, int):
-            return value
+            return _int64(value)
         raise TypeError("not a number")
     if parameter_type == "NUMBER_DOUBLE":
         if isinstance(value, str):
