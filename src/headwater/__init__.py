@@ -1,26 +1,93 @@
-"""Headwater: run Kubeflow Pipelines (KFP v2) pipelines anywhere."""
+"""Headwater: run Kubeflow Pipelines (KFP v2) pipelines anywhere.
+
+This package is the Python API; the `headwater` command is a thin layer over it::
+
+    import headwater
+
+    run = headwater.run("pipeline.py", arguments={"n": 3})
+    for info in headwater.list_runs(state="FAILED", limit=5):
+        print(info.run_id, info.error)
+    details = headwater.get_run(run.run_id)
+    model_uri = details.tasks[-1].output_artifacts["model"][0]
+    graph = headwater.lineage(model_uri, direction="upstream")
+
+Every name below is loaded on first use, so `import headwater` imports neither KFP nor
+SQLAlchemy. Functions that only read (`list_runs`, `get_run`, `get_artifact`, `lineage`)
+never create, migrate or write the metadata store.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Run", "__version__", "run"]
+
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "run": "headwater.engine.runner",
+    "resume": "headwater.engine.runner",
+    "Run": "headwater.engine.runner",
+    "compile": "headwater.api.compiler",
+    "list_runs": "headwater.api.runs",
+    "get_run": "headwater.api.runs",
+    "delete_run": "headwater.api.runs",
+    "RunInfo": "headwater.api.runs",
+    "RunDetails": "headwater.api.runs",
+    "TaskDetails": "headwater.api.runs",
+    "DeletedRun": "headwater.api.runs",
+    "lineage": "headwater.api.lineage",
+    "Lineage": "headwater.api.lineage",
+    "get_artifact": "headwater.api.artifacts",
+    "ArtifactInfo": "headwater.api.artifacts",
+    "clear_cache": "headwater.api.cache",
+}
+
+__all__ = [
+    "ArtifactInfo",
+    "DeletedRun",
+    "Lineage",
+    "Run",
+    "RunDetails",
+    "RunInfo",
+    "TaskDetails",
+    "__version__",
+    "clear_cache",
+    "compile",
+    "delete_run",
+    "get_artifact",
+    "get_run",
+    "lineage",
+    "list_runs",
+    "resume",
+    "run",
+]
 
 if TYPE_CHECKING:
-    from headwater.engine.runner import Run
-
-
-def run(pipeline: Any, arguments: dict[str, Any] | None = None, **options: Any) -> Run:
-    """Run a KFP pipeline to completion; see `headwater.engine.runner.run` for the options."""
-    from headwater.engine.runner import run as _run
-
-    return _run(pipeline, arguments, **options)
+    from headwater.api.artifacts import ArtifactInfo, get_artifact
+    from headwater.api.cache import clear_cache
+    from headwater.api.compiler import compile
+    from headwater.api.lineage import Lineage, lineage
+    from headwater.api.runs import (
+        DeletedRun,
+        RunDetails,
+        RunInfo,
+        TaskDetails,
+        delete_run,
+        get_run,
+        list_runs,
+    )
+    from headwater.engine.runner import Run, resume, run
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Run":
-        from headwater.engine.runner import Run
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'headwater' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return Run
-    raise AttributeError(f"module 'headwater' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

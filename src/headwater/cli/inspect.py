@@ -1,23 +1,17 @@
-"""`headwater runs|artifacts|lineage|cache`: reading (and pruning) what the metadata store holds."""
+"""`headwater runs|artifacts|lineage|cache`: printing what the Python API returns.
+
+Each command calls one function of `headwater.api` and prints its result: as a table or
+lines, or with `--json` as the result's `to_json()` on one line.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-from datetime import datetime, timezone
 from typing import Any
 
-from headwater.errors import NotFoundError
-from headwater.metadata.base import (
-    ArtifactRecord,
-    Direction,
-    EventRecord,
-    ExecutionRecord,
-    MetadataStore,
-    RunRecord,
-)
+from headwater.api import iso_time
 
 
 def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -26,8 +20,11 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     runs_sub = runs.add_subparsers(dest="runs_command", required=True, parser_class=parser_class)
     ls = runs_sub.add_parser("list", help="runs, newest first, with their metrics")
     ls.add_argument("--pipeline", help="only runs of this pipeline")
-    ls.add_argument("--state", help="only runs in this state (SUCCEEDED, FAILED, ...)")
+    ls.add_argument(
+        "--state", help="only runs in this state (RUNNING, SUCCEEDED, FAILED, INTERRUPTED)"
+    )
     ls.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    ls.add_argument("--offset", type=int, default=0, help="skip this many of the newest")
     ls.add_argument("--json", action="store_true", help="print a JSON list")
     show = runs_sub.add_parser("show", help="one run's tasks, inputs, outputs and logs")
     show.add_argument("run_id", help="a run id (a unique prefix is enough)")
@@ -56,27 +53,6 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     cache_sub.add_parser("clear", help="forget every cached task result")
 
 
-def _when(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    return (
-        datetime.fromtimestamp(ts, timezone.utc)
-        .isoformat(timespec="seconds")
-        .replace("+00:00", "Z")
-    )
-
-
-def _run_json(run: RunRecord) -> dict[str, Any]:
-    return {
-        "run_id": run.run_id,
-        "pipeline": run.pipeline,
-        "state": run.state,
-        "created_at": _when(run.created_at),
-        "finished_at": _when(run.finished_at),
-        "metrics": run.metrics,
-    }
-
-
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
@@ -85,131 +61,70 @@ def _table(rows: list[list[str]]) -> str:
     )
 
 
-def cmd_runs(args: argparse.Namespace, store: MetadataStore) -> int:
-    """`headwater runs list|show|delete`."""
-    if args.runs_command == "list":
-        runs = store.list_runs(pipeline=args.pipeline, state=args.state, limit=args.limit)
-        if args.json:
-            print(json.dumps([_run_json(r) for r in runs]))
-            return 0
-        if not runs:
-            print("no runs", file=sys.stderr)
-            return 0
-        names = sorted({m for r in runs for m in r.metrics})[:6]
-        rows = [["RUN ID", "PIPELINE", "STATE", "CREATED", "DURATION", *names]]
-        for r in runs:
-            took = f"{r.finished_at - r.created_at:.1f}s" if r.finished_at else ""
-            metrics = [f"{r.metrics[m]:.4g}" if m in r.metrics else "" for m in names]
-            rows.append([r.run_id, r.pipeline, r.state, _when(r.created_at), took, *metrics])
-        print(_table(rows))
-        return 0
-    run = _get_run(store, args.run_id)
-    if args.runs_command == "delete":
-        return _delete(store, run)
-    executions = store.list_executions(run.run_id)
-    events = store.artifacts_of_many([e.id for e in executions if e.id is not None])
-    tasks = [_execution_json(e, events.get(e.id or 0, [])) for e in executions]
-    if args.json:
-        print(json.dumps({**_run_json(run), "parameters": run.parameters, "outputs": run.outputs,
-                          "error": run.error, "pipeline_root": run.pipeline_root,
-                          "tasks": tasks}, default=str))  # fmt: skip
-        return 0
-    print(f"run       {run.run_id}\npipeline  {run.pipeline}\nstate     {run.state}")
-    print(f"created   {_when(run.created_at)}\nparams    {json.dumps(run.parameters)}")
-    if run.outputs:
-        print(f"outputs   {json.dumps(run.outputs, default=str)}")
-    if run.error:
-        print(f"error     {run.error.get('task')}: {run.error.get('message')}")
-    rows = [["TASK", "STATE", "DURATION", "CACHED", "INPUTS", "OUTPUTS", "LOG"]]
-    for t in tasks:
-        outputs = dict(t["outputs"])
-        outputs.update({k: v for k, v in t["artifacts"]["outputs"].items()})
-        rows.append([t["name"], t["state"], t["duration"], "yes" if t["cached"] else "",
-                     _short(t["inputs"]), _short(outputs), t["log_path"]])  # fmt: skip
-    print(_table(rows))
-    return 0
-
-
 def _short(value: dict[str, Any], width: int = 48) -> str:
     text = json.dumps(value, default=str, separators=(",", ":")) if value else ""
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _execution_json(
-    e: ExecutionRecord, events: list[tuple[EventRecord, ArtifactRecord]]
-) -> dict[str, Any]:
-    arts: dict[str, dict[str, list[str]]] = {"inputs": {}, "outputs": {}}
-    for event, art in events:
-        side = "inputs" if event.kind == "INPUT" else "outputs"
-        arts[side].setdefault(event.slot, []).append(art.uri)
-    took = ""
-    if e.started_at and e.finished_at:
-        took = f"{e.finished_at - e.started_at:.2f}s"
-    return {
-        "name": e.task,
-        "state": e.state,
-        "cached": e.state == "CACHED",
-        "cached_from": e.cached_from,
-        "execution_id": e.id,
-        "started_at": _when(e.started_at),
-        "finished_at": _when(e.finished_at),
-        "duration": took,
-        "inputs": e.inputs,
-        "outputs": e.outputs,
-        "artifacts": arts,
-        "log_path": e.log_path,
-        "error": e.error,
-        "attempts": e.attempts,
-    }
+def cmd_runs(args: argparse.Namespace) -> int:
+    """`headwater runs list|show|delete`."""
+    from headwater.api import runs as api
 
-
-def _get_run(store: MetadataStore, run_id: str) -> RunRecord:
-    run = store.get_run(run_id)
-    if run is None:
-        raise NotFoundError(f"no run {run_id!r}: see `headwater runs list`")
-    return run
-
-
-def _delete(store: MetadataStore, run: RunRecord) -> int:
-    from headwater import config
-    from headwater.artifacts import store_for
-
-    if run.state == "RUNNING":
-        from headwater.errors import UserError
-
-        raise UserError(f"run {run.run_id} is still running: wait for it to finish first")
-    uris = store.delete_run(run.run_id)
-    artifacts = store_for(run.pipeline_root) if run.pipeline_root else None
-    for uri in uris:
-        if artifacts is not None and uri.startswith(artifacts.root):
-            artifacts.delete(uri)
-    shutil.rmtree(config.runs_dir() / run.run_id, ignore_errors=True)
-    print(
-        f"deleted run {run.run_id} and {len(uris)} artifact(s) no other run uses", file=sys.stderr
-    )
+    if args.runs_command == "list":
+        found = api.list_runs(
+            pipeline=args.pipeline,
+            state=args.state,
+            limit=args.limit,
+            offset=args.offset,
+            metadata=args.metadata_url,
+        )
+        if args.json:
+            print(json.dumps([r.to_json() for r in found], default=str))
+            return 0
+        if not found:
+            print("no runs", file=sys.stderr)
+            return 0
+        names = sorted({m for r in found for m in r.metrics})[:6]
+        rows = [["RUN ID", "PIPELINE", "STATE", "CREATED", "DURATION", *names]]
+        for r in found:
+            took = "" if r.duration is None else f"{r.duration:.1f}s"
+            metrics = [f"{r.metrics[m]:.4g}" if m in r.metrics else "" for m in names]
+            rows.append([r.run_id, r.pipeline, r.state, iso_time(r.created_at), took, *metrics])
+        print(_table(rows))
+        return 0
+    if args.runs_command == "delete":
+        deleted = api.delete_run(args.run_id, metadata=args.metadata_url)
+        print(
+            f"deleted run {deleted.run_id} and {len(deleted.artifact_uris)} artifact(s) no "
+            "other run uses",
+            file=sys.stderr,
+        )
+        return 0
+    run = api.get_run(args.run_id, metadata=args.metadata_url)
+    if args.json:
+        print(json.dumps(run.to_json(), default=str))
+        return 0
+    print(f"run       {run.run_id}\npipeline  {run.pipeline}\nstate     {run.state}")
+    print(f"created   {iso_time(run.created_at)}\nparams    {json.dumps(run.parameters)}")
+    if run.outputs:
+        print(f"outputs   {json.dumps(run.outputs, default=str)}")
+    if run.error:
+        print(f"error     {run.error.get('task')}: {run.error.get('message')}")
+    rows = [["TASK", "STATE", "DURATION", "CACHED", "INPUTS", "OUTPUTS", "LOG"]]
+    for t in run.tasks:
+        outputs = {**t.outputs, **t.output_artifacts}
+        took = "" if t.duration is None else f"{t.duration:.2f}s"
+        rows.append([t.name, t.state, took, "yes" if t.cached else "",
+                     _short(t.inputs), _short(outputs), t.log_path])  # fmt: skip
+    print(_table(rows))
     return 0
 
 
-def cmd_artifacts(args: argparse.Namespace, store: MetadataStore) -> int:
+def cmd_artifacts(args: argparse.Namespace) -> int:
     """`headwater artifacts show`."""
-    ref: int | str = int(args.ref) if args.ref.isdigit() else args.ref
-    art = store.get_artifact(ref)
-    if art is None:
-        raise NotFoundError(f"no artifact {args.ref!r}: pass an artifact URI or numeric id")
-    producer = store.get_execution(art.producer) if art.producer is not None else None
-    record = {
-        "id": art.id,
-        "uri": art.uri,
-        "name": art.name,
-        "type": art.schema_title,
-        "digest": art.digest,
-        "size": art.size,
-        "metadata": art.metadata,
-        "created_at": _when(art.created_at),
-        "producer": None
-        if producer is None
-        else {"execution_id": producer.id, "task": producer.task, "run_id": producer.run_id},
-    }
+    from headwater.api.artifacts import get_artifact
+
+    record = get_artifact(args.ref, metadata=args.metadata_url).to_json()
     if args.json:
         print(json.dumps(record, default=str))
         return 0
@@ -219,15 +134,14 @@ def cmd_artifacts(args: argparse.Namespace, store: MetadataStore) -> int:
     return 0
 
 
-def cmd_lineage(args: argparse.Namespace, store: MetadataStore) -> int:
+def cmd_lineage(args: argparse.Namespace) -> int:
     """`headwater lineage`."""
-    direction: Direction = (
-        "upstream" if args.upstream else "downstream" if args.downstream else "both"
-    )
-    ref: int | str = int(args.ref) if args.ref.isdigit() else args.ref
-    graph = store.lineage(ref, direction=direction, depth=args.depth)
+    from headwater.api.lineage import lineage
+
+    direction = "upstream" if args.upstream else "downstream" if args.downstream else "both"
+    graph = lineage(args.ref, direction=direction, depth=args.depth, metadata=args.metadata_url)
     if args.json:
-        print(json.dumps({"nodes": graph.nodes, "edges": graph.edges}, default=str))
+        print(json.dumps(graph.to_json(), default=str))
         return 0
     labels = {n["id"]: _label(n) for n in graph.nodes}
     for node in graph.nodes:
@@ -249,8 +163,10 @@ def _label(node: dict[str, Any]) -> str:
     return f"run {node['id']} {node.get('pipeline', '')} ({node.get('state', '')})"
 
 
-def cmd_cache(args: argparse.Namespace, store: MetadataStore) -> int:
+def cmd_cache(args: argparse.Namespace) -> int:
     """`headwater cache clear`."""
-    cleared = store.clear_cache()
+    from headwater.api.cache import clear_cache
+
+    cleared = clear_cache(metadata=args.metadata_url)
     print(f"cleared {cleared} cached task result(s)", file=sys.stderr)
     return 0

@@ -1,16 +1,29 @@
-"""`headwater` command line: a thin layer over the Python API."""
+"""`headwater` command line: a thin layer over the Python API.
+
+Every command parses its arguments, calls the API and prints. Whatever goes wrong ends in
+one line on stderr, never a traceback: bad input exits 2, a failed run or a system error 1,
+Ctrl-C 130, and a closed stdout (`headwater runs list | head`) ends quietly, as the shell's
+own tools do. An unexpected exception is one line too; its traceback goes to
+`$HEADWATER_HOME/last-error.txt` for the bug report.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
-from headwater.errors import HeadwaterError, UserError
+from headwater.errors import HeadwaterError, ParameterError, UserError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: The shell's status for a process killed by SIGPIPE (128 + 13), as `yes | head` leaves it.
+EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,7 +104,12 @@ def parse_params(pairs: Sequence[str], declared: dict[str, str]) -> dict[str, An
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise UserError(f"--param expects NAME=VALUE, got {pair!r}")
+            raise ParameterError(f"--param expects NAME=VALUE, got {pair!r}")
+        if name in params:
+            raise ParameterError(
+                f"--param {name} is given twice ({name}={params[name]!r} and {pair!r}): "
+                "give each parameter once"
+            )
         params[name] = parse_cli_value(value, declared.get(name))
     return params
 
@@ -157,57 +175,89 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from headwater.api.compiler import compile as compile_pipeline
 
-    from headwater.spec.loader import _pick_pipeline
-
-    path = Path(args.pipeline)
-    if not path.is_file() or path.suffix != ".py":
-        raise UserError(f"compile needs a .py file with a @dsl.pipeline, got {args.pipeline!r}")
-    component = _pick_pipeline(path, args.pipeline_name)
-    from kfp import compiler
-
-    out = Path(args.output)
-    if out.suffix not in (".yaml", ".yml", ".json"):
-        raise UserError(f"output must end in .yaml, .yml or .json, got {args.output!r}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    compiler.Compiler().compile(component, str(out))
+    out = compile_pipeline(args.pipeline, args.output, pipeline_name=args.pipeline_name)
     print(f"wrote {out}", file=sys.stderr)
     return EXIT_OK
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from headwater.cli import inspect
-    from headwater.engine.runner import open_metadata
 
-    store = open_metadata(args.metadata_url)
-    try:
-        handler = {
-            "runs": inspect.cmd_runs,
-            "artifacts": inspect.cmd_artifacts,
-            "lineage": inspect.cmd_lineage,
-            "cache": inspect.cmd_cache,
-        }[args.command]
-        return handler(args, store)
-    finally:
-        store.close()
+    handler = {
+        "runs": inspect.cmd_runs,
+        "artifacts": inspect.cmd_artifacts,
+        "lineage": inspect.cmd_lineage,
+        "cache": inspect.cmd_cache,
+    }[args.command]
+    return handler(args)
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return _cmd_run(args)
+    if args.command == "compile":
+        return _cmd_compile(args)
+    return _cmd_inspect(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the process exit code."""
-    args = build_parser().parse_args(argv)
+    """Run the CLI; return the process exit code. Never raises, never prints a traceback."""
     try:
-        if args.command == "run":
-            return _cmd_run(args)
-        if args.command == "compile":
-            return _cmd_compile(args)
-        return _cmd_inspect(args)
+        code = _dispatch(argv)
+        # Flushed here, not at exit, so that a reader gone away is seen by the handler below.
+        sys.stdout.flush()
+        return code
     except UserError as exc:
-        print(f"headwater: error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return EXIT_USAGE
     except HeadwaterError as exc:
-        print(f"headwater: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _error(f"{type(exc).__name__}: {exc}")
         return EXIT_FAILED
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        print("headwater: interrupted", file=sys.stderr)
-        return 130
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:  # argparse: --help, or a usage error it has printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except Exception as exc:
+        _error(f"internal error: {type(exc).__name__}: {exc} ({_save_traceback(exc)})")
+        return EXIT_FAILED
+
+
+def _error(message: str) -> None:
+    """One line on stderr, whatever the message holds; silent if stderr is gone too."""
+    line = " ".join(message.split("\n"))
+    with contextlib.suppress(BrokenPipeError, ValueError):
+        print(f"headwater: {line}", file=sys.stderr, flush=True)
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit has nowhere to fail."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _save_traceback(exc: BaseException) -> str:
+    """Write `exc`'s traceback to `$HEADWATER_HOME/last-error.txt` (or the temporary
+    directory, if the home does not exist); say where, for the one-line report."""
+    import tempfile
+    import traceback
+
+    from headwater import config
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    home = config.home()
+    folder = home if home.is_dir() else Path(tempfile.gettempdir())
+    path = folder / ("last-error.txt" if folder == home else "headwater-last-error.txt")
+    try:
+        path.write_text(f"headwater {' '.join(sys.argv[1:])}\n{text}", encoding="utf-8")
+    except OSError as err:
+        return f"the traceback could not be saved to {path}: {err.strerror}"
+    return f"traceback in {path}; please include it in a bug report"

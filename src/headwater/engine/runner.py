@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from headwater import config
@@ -18,7 +19,7 @@ from headwater.engine.loop import EngineLoop
 from headwater.engine.resources import ResourcePool, detect_gpus, machine_cpus, machine_memory
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunContext, RunStateMachine
-from headwater.errors import NotFoundError, ParameterError, UserError
+from headwater.errors import NotFoundError, ParameterError, StorageError, UserError
 from headwater.executors.base import Executor
 from headwater.metadata.base import MetadataStore
 from headwater.spec.ir import PipelineIR
@@ -194,12 +195,13 @@ def run_ir(
     root = pipeline_root or config.pipeline_root()
     artifacts = store_for(root)
     artifacts.check()
-    store = open_metadata(metadata)
     resuming = run_id is not None
     run_id = run_id or str(uuid.uuid4())
     created = datetime.now(timezone.utc)
     run_dir = config.runs_dir() / run_id
-    (run_dir / "workspace").mkdir(parents=True, exist_ok=True)  # {{$.workspace_path}}
+    # Before the store is opened, so that nothing is recorded for a run that cannot start.
+    _make_run_dir(run_dir)
+    store = open_metadata(metadata)
     context = RunContext(
         run_id=run_id,
         job_name=f"{ir.name}-{created:%Y%m%d%H%M%S}",
@@ -249,6 +251,21 @@ def run_ir(
         if own is not None:
             own.shutdown(kill=True)
     return result
+
+
+def _make_run_dir(run_dir: Path) -> None:
+    """Create the run's folder and its `{{$.workspace_path}}`.
+
+    Raises:
+        StorageError: It cannot be created (a read-only or full `$HEADWATER_HOME`).
+    """
+    try:
+        (run_dir / "workspace").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create the run folder {str(run_dir)!r}: {exc.strerror or exc}: make "
+            f"{str(run_dir.parent)!r} writable, or set HEADWATER_HOME to a writable directory"
+        ) from exc
 
 
 def resume(

@@ -1,14 +1,15 @@
 """The metadata store: runs, executions, artifacts, events and metrics, and their lineage.
 
-`open_store()` opens the configured store; the SQL implementation (and SQLAlchemy) is
+`open_store()` opens the configured store for writing; `open_reader()` opens it for reading
+without creating, migrating or writing anything. The SQL implementation (and SQLAlchemy) is
 imported only then, so importing this package stays cheap.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.errors import StorageError
 from headwater.metadata.base import (
     EXECUTION_STATES,
     RUN_STATES,
@@ -35,19 +36,53 @@ __all__ = [
     "MetadataStore",
     "RunRecord",
     "SqlMetadataStore",
+    "is_default_store",
+    "open_reader",
     "open_store",
 ]
 
 
 def open_store(url: str | None = None) -> MetadataStore:
-    """Open the metadata store at `url`, migrating its schema to the newest revision.
+    """Open the metadata store at `url` for writing, migrating its schema to the newest revision.
 
     Args:
         url: A SQLAlchemy URL. Default: `$HEADWATER_METADATA_URL`, else SQLite at
-            `$HEADWATER_HOME/metadata.db`. The directory of a SQLite file is created.
+            `$HEADWATER_HOME/metadata.db`. Only the default store's directory is created on
+            demand: any other missing directory is a typo to report, not a store to make.
 
     Raises:
-        StorageError: The URL is malformed or the database cannot be opened.
+        StorageError: The URL is malformed, its directory does not exist, or the database
+            cannot be opened.
+    """
+    from headwater import config
+    from headwater.metadata.sql import SqlMetadataStore
+
+    url = url or config.metadata_url()
+    if is_default_store(url):
+        try:
+            config.home().mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create HEADWATER_HOME {str(config.home())!r}: {exc.strerror}: "
+                "set HEADWATER_HOME to a writable directory"
+            ) from exc
+    return SqlMetadataStore(url)
+
+
+def open_reader(url: str | None = None) -> MetadataStore | None:
+    """Open the metadata store at `url` for reading only: nothing is created, migrated or written.
+
+    Args:
+        url: As for `open_store`.
+
+    Returns:
+        The store, or None where nothing has been recorded yet: the default store does not
+        exist yet, or the database has no tables.
+
+    Raises:
+        StorageError: The URL is malformed; a SQLite file other than the default store does
+            not exist; the database cannot be opened; or its schema is not the newest (a
+            command that writes upgrades it).
     """
     from headwater import config
     from headwater.metadata.connect import sqlite_file
@@ -55,9 +90,23 @@ def open_store(url: str | None = None) -> MetadataStore:
 
     url = url or config.metadata_url()
     path = sqlite_file(url)
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return SqlMetadataStore(url)
+    if path is not None and not path.exists() and is_default_store(url):
+        return None
+    store = SqlMetadataStore(url, read_only=True)
+    if not store.has_schema:
+        store.close()
+        return None
+    return store
+
+
+def is_default_store(url: str) -> bool:
+    """True if `url` names the SQLite file `$HEADWATER_HOME/metadata.db`, the store that is
+    created on demand."""
+    from headwater import config
+    from headwater.metadata.connect import sqlite_file
+
+    path = sqlite_file(url)
+    return path is not None and path == (config.home() / "metadata.db").expanduser().absolute()
 
 
 def __getattr__(name: str) -> Any:

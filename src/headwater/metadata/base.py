@@ -142,9 +142,14 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     def list_runs(
-        self, *, pipeline: str | None = None, state: str | None = None, limit: int | None = None
+        self,
+        *,
+        pipeline: str | None = None,
+        state: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[RunRecord]:
-        """Runs, newest first, with their metrics."""
+        """Runs, newest first, with their metrics; `offset` skips that many (paging)."""
 
     @abc.abstractmethod
     def delete_run(self, run_id: str) -> list[str]:

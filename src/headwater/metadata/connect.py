@@ -5,6 +5,10 @@ failure is a one-line `StorageError` that hides the password), creates the engin
 migrates the schema to the newest revision (see `migrations`). SQLite runs in WAL mode with
 a 30 s busy timeout; write transactions start with `BEGIN IMMEDIATE`, so concurrent writers
 queue instead of failing, and are retried a few times if the database is still locked.
+
+Opened `read_only`, a database is neither created nor migrated: a SQLite file is opened
+with `mode=ro`, and a schema other than the newest is refused in one line (reading commands
+must not change what they read).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.pool import StaticPool
 
-from headwater.errors import NotFoundError, StorageError
+from headwater.errors import HeadwaterSystemError, NotFoundError, StorageError
 from headwater.metadata import migrations
 
 T = TypeVar("T")
@@ -45,20 +49,25 @@ _URL_HELP = (
 
 
 class Database:
-    """An open metadata database, migrated to the newest schema.
+    """An open metadata database, migrated to the newest schema (unless `read_only`).
 
     Args:
         url: A SQLAlchemy URL (see `SqlMetadataStore`).
+        read_only: Open without creating, migrating or writing anything: a SQLite file must
+            exist and is opened with `mode=ro`; the schema must be the newest.
 
     Raises:
         StorageError: The URL is malformed, names an unknown database or a missing driver,
-            or the database cannot be reached or was made by a newer Headwater.
+            or the database cannot be reached or was made by a newer Headwater; read-only,
+            also a schema older than the newest, or tables that are not Headwater's.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
         #: The URL with its password masked, for messages.
         self.url = mask_url(url)
-        self.engine, sqlite_path = _make_engine(url, self.url)
+        #: False only for a read-only database with no tables at all (nothing recorded yet).
+        self.has_schema = True
+        self.engine, sqlite_path = _make_engine(url, self.url, read_only=read_only)
         self._writer = self.engine.execution_options(headwater_write=True)
         # One shared in-memory connection must not be used by two threads at once.
         self._local = threading.local()
@@ -67,7 +76,10 @@ class Database:
             self._serial = threading.RLock()
         lock = None if sqlite_path is None else sqlite_path.with_name(sqlite_path.name + ".lock")
         try:
-            migrations.upgrade(self._writer, lock_path=lock)
+            if read_only:
+                self.has_schema = _check_schema(self.engine, self.url)
+            else:
+                migrations.upgrade(self._writer, lock_path=lock)
         except Exception as exc:
             self.engine.dispose()
             raise _open_error(self.url, exc) from exc
@@ -129,7 +141,11 @@ class Database:
                 if write and attempt < 2:
                     continue
                 if not refers_to:
-                    raise
+                    # A unique key still taken after the retry: a record written twice (a
+                    # bug, or two engines racing), not something the user can fix.
+                    raise HeadwaterSystemError(
+                        f"metadata store {self.url!r} refused a write: {first_line(exc)}"
+                    ) from exc
                 raise NotFoundError(
                     f"{refers_to} is not in the metadata store {self.url!r} "
                     f"({first_line(exc)}): record it first"
@@ -163,7 +179,7 @@ def first_line(exc: BaseException) -> str:
     return " ".join(lines[0].split()) if lines else type(inner).__name__
 
 
-def _make_engine(url: str, masked: str) -> tuple[Engine, Path | None]:
+def _make_engine(url: str, masked: str, *, read_only: bool) -> tuple[Engine, Path | None]:
     """An engine for `url` and, for a SQLite file, its path (None otherwise)."""
     try:
         parsed = make_url(url)
@@ -180,6 +196,13 @@ def _make_engine(url: str, masked: str) -> tuple[Engine, Path | None]:
                 f"metadata store URL {masked!r}: directory {str(sqlite_path.parent)!r} "
                 "does not exist: create it, or point the URL at an existing directory"
             )
+        if read_only:
+            if not sqlite_path.is_file():
+                raise StorageError(
+                    f"no metadata store at {str(sqlite_path)!r} (from URL {masked!r}): check "
+                    "the path; a store is created by the first `headwater run` that uses it"
+                )
+            kwargs["creator"] = _read_only_sqlite(sqlite_path)
         parsed = parsed.set(database=str(sqlite_path))
     in_memory = _sqlite_in_memory(parsed)
     if in_memory:
@@ -211,8 +234,65 @@ def _make_engine(url: str, masked: str) -> tuple[Engine, Path | None]:
             f"metadata store URL {masked!r}: {first_line(exc)}: {_URL_HELP}"
         ) from exc
     if engine.dialect.name == "sqlite":
-        _configure_sqlite(engine, in_memory=in_memory)
+        # WAL is a property of the file, set by the writer that created it: a read-only
+        # connection must not try to set it.
+        _configure_sqlite(engine, wal=not (in_memory or read_only))
     return engine, sqlite_path
+
+
+def _read_only_sqlite(path: Path) -> Callable[[], Any]:
+    """A DB-API connect function opening the SQLite file `path` read-only.
+
+    `mode=ro` never writes the database file. In WAL mode SQLite still needs the `-shm`
+    and `-wal` files beside it (it creates them empty if it can); where the directory is
+    not writable no writer can use the database either, so it is opened `immutable`.
+    """
+    import os
+    import sqlite3
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path))}?mode=ro"
+    if not os.access(path.parent, os.W_OK):
+        uri += "&immutable=1"
+
+    def connect() -> Any:
+        return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+    return connect
+
+
+def _check_schema(engine: Engine, masked: str) -> bool:
+    """For a read-only open: True if the database has the newest schema, False if it has no
+    tables at all (nothing was ever recorded).
+
+    Raises:
+        StorageError: Its tables are not Headwater's, or its schema is older or newer than
+            this Headwater's (reading must not migrate it).
+    """
+    from sqlalchemy import inspect
+
+    with engine.connect() as conn:
+        revision = migrations.current_revision(conn)
+        if revision == migrations.HEAD:
+            return True
+        if revision is None:
+            if not inspect(conn).get_table_names():
+                return False
+            raise StorageError(
+                f"{masked!r} is not a Headwater metadata store (it has tables but no schema "
+                "revision): check the URL"
+            )
+    known = (Path(migrations.__file__).parent / "versions" / f"v{revision}.py").is_file()
+    if known:
+        raise StorageError(
+            f"metadata store {masked!r} has an older schema ({revision!r}; this Headwater "
+            f"reads {migrations.HEAD!r}): a command that writes (`headwater run`) upgrades it"
+        )
+    raise StorageError(
+        f"metadata store {masked!r} has a schema newer than this Headwater knows "
+        f"({revision!r}; newest known {migrations.HEAD!r}): upgrade headwater, or use "
+        "another metadata URL"
+    )
 
 
 def _sqlite_path(url: URL) -> Path | None:
@@ -244,7 +324,7 @@ def _with_driver(url: URL) -> URL:
     return url
 
 
-def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
+def _configure_sqlite(engine: Engine, *, wal: bool) -> None:
     """Pragmas on every connection; we issue BEGIN ourselves (IMMEDIATE for writes)."""
 
     @event.listens_for(engine, "connect")
@@ -255,7 +335,7 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys = ON")
-        if not in_memory:
+        if wal:
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()

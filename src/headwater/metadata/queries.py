@@ -67,8 +67,10 @@ def resolve_run_id(conn: Connection, run_id: str) -> str | None:
     return matches[0] if matches else None
 
 
-def select_runs(conn: Connection, *where: Any, limit: int | None = None) -> list[RunRecord]:
-    """The runs matching `where`, newest first, each with its metrics."""
+def select_runs(
+    conn: Connection, *where: Any, limit: int | None = None, offset: int = 0
+) -> list[RunRecord]:
+    """The runs matching `where`, newest first (the first `offset` skipped), with metrics."""
     query = (
         select(RUNS, PIPELINES.c.name.label("pipeline"), PIPELINES.c.version)
         .join(PIPELINES, PIPELINES.c.id == RUNS.c.pipeline_id)
@@ -77,6 +79,8 @@ def select_runs(conn: Connection, *where: Any, limit: int | None = None) -> list
     )
     if limit is not None:
         query = query.limit(limit)
+    if offset:
+        query = query.offset(offset)
     runs = [
         RunRecord(
             run_id=r.run_id,

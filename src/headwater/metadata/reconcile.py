@@ -1,12 +1,26 @@
-"""Finding runs whose engine died (SIGKILL, power loss) and marking them INTERRUPTED."""
+"""Runs whose engine died (SIGKILL, power loss): seen as INTERRUPTED, and marked so by writers.
+
+A RUNNING run whose engine process on this host is gone is INTERRUPTED, whatever the store
+still says. Readers (`runs list`, `runs show`, `lineage`, the web UI) present it so with
+`presented_run` / `presented_execution` and write nothing; the next writer (a run or a resume)
+makes it durable with `mark_dead_runs`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
+from typing import Any
 
-from headwater.metadata.base import MetadataStore
+from headwater.metadata.base import ExecutionRecord, MetadataStore, RunRecord
+
+#: The error recorded on a task that was RUNNING when its engine died.
+INTERRUPTED_TASK_ERROR: dict[str, Any] = {
+    "error_type": "Interrupted",
+    "message": "the engine stopped before the task finished",
+}
 
 
 def _alive(pid: int) -> bool:
@@ -26,16 +40,43 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def engine_dead(run: RunRecord) -> bool:
+    """True if `run` is RUNNING but its engine, a process on this host, is gone.
+
+    Runs started on another host are taken as alive: only that host can tell.
+    """
+    return (
+        run.state == "RUNNING"
+        and run.engine_host == socket.gethostname()
+        and run.engine_pid != os.getpid()
+        and not _alive(run.engine_pid)
+    )
+
+
+def presented_run(run: RunRecord) -> RunRecord:
+    """`run` as a reader shows it: INTERRUPTED if its engine died, else unchanged."""
+    return dataclasses.replace(run, state="INTERRUPTED") if engine_dead(run) else run
+
+
+def presented_execution(execution: ExecutionRecord, run: RunRecord) -> ExecutionRecord:
+    """A task of `run` as a reader shows it: if the run's engine died (`run` as stored, or
+    already presented INTERRUPTED) a RUNNING task is FAILED with `INTERRUPTED_TASK_ERROR`,
+    as `mark_interrupted` will record it."""
+    if execution.state != "RUNNING" or run.state not in ("RUNNING", "INTERRUPTED"):
+        return execution
+    if run.state == "RUNNING" and not engine_dead(run):
+        return execution
+    return dataclasses.replace(execution, state="FAILED", error=dict(INTERRUPTED_TASK_ERROR))
+
+
 def mark_dead_runs(store: MetadataStore) -> list[str]:
     """Mark RUNNING runs whose engine process on this host is gone; return their ids.
 
-    Runs started on another host are left alone: only that host can tell whether its engine
-    still lives.
+    Only writers call this (a run, a resume, deleting a run): reading must not write.
     """
-    host = socket.gethostname()
     marked = []
     for run in store.running_runs():
-        if run.engine_host == host and run.engine_pid != os.getpid() and not _alive(run.engine_pid):
+        if engine_dead(run):
             store.mark_interrupted(run.run_id, finished_at=time.time())
             marked.append(run.run_id)
     return marked

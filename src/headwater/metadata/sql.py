@@ -37,15 +37,13 @@ from headwater.metadata.queries import (
     scalars,
     select_runs,
 )
+from headwater.metadata.reconcile import INTERRUPTED_TASK_ERROR
 from headwater.metadata.schema import ARTIFACTS, EVENTS, EXECUTIONS, METRICS, PIPELINES, RUNS
 
 # `mask_url` and `sqlite_file` live in `connect`; they stay importable from here.
 __all__ = ["SqlMetadataStore", "ir_digest", "mask_url", "sqlite_file"]
 
-_INTERRUPTED = {
-    "error_type": "Interrupted",
-    "message": "the engine stopped before the task finished",
-}
+_INTERRUPTED = INTERRUPTED_TASK_ERROR
 
 
 class SqlMetadataStore(MetadataStore):
@@ -66,8 +64,11 @@ class SqlMetadataStore(MetadataStore):
             print([r.run_id for r in store.list_runs(limit=5)])
     """
 
-    def __init__(self, url: str) -> None:
-        self._db = Database(url)
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
+        # read_only: neither create nor migrate the database (see `metadata.open_reader`).
+        self._db = Database(url, read_only=read_only)
+        #: False when a read-only store found no tables: nothing was ever recorded there.
+        self.has_schema = self._db.has_schema
         self.url = self._db.url
         self._engine = self._db.engine  # for diagnostics: its dialect, its connections
         # Runs this store saw an execution inserted for: no need to check they exist again.
@@ -203,15 +204,23 @@ class SqlMetadataStore(MetadataStore):
         return self._db.transaction(read)
 
     def list_runs(
-        self, *, pipeline: str | None = None, state: str | None = None, limit: int | None = None
+        self,
+        *,
+        pipeline: str | None = None,
+        state: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[RunRecord]:
-        """Runs, newest first, with their metrics; filtered by pipeline name and state."""
+        """Runs, newest first, with their metrics; filtered by pipeline name and state, the
+        first `offset` skipped."""
         where = []
         if pipeline is not None:
             where.append(PIPELINES.c.name == pipeline)
         if state is not None:
             where.append(RUNS.c.state == state)
-        return self._db.transaction(lambda conn: select_runs(conn, *where, limit=limit))
+        return self._db.transaction(
+            lambda conn: select_runs(conn, *where, limit=limit, offset=offset)
+        )
 
     def running_runs(self) -> list[RunRecord]:
         """Runs still marked RUNNING, newest first."""

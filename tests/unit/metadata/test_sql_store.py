@@ -141,12 +141,17 @@ def test_open_store_defaults_to_headwater_home(
 
 
 def test_open_store_reads_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HEADWATER_METADATA_URL", f"sqlite:///{tmp_path / 'deep' / 'er' / 'x.db'}")
+    monkeypatch.setenv("HEADWATER_METADATA_URL", f"sqlite:///{tmp_path / 'x.db'}")
     store = open_store()
     store.close()
-    assert (tmp_path / "deep" / "er" / "x.db").is_file()
+    assert (tmp_path / "x.db").is_file()
     with pytest.raises(StorageError):
         open_store("notaurl")
+    # Only the default store's directory is made on demand: elsewhere a missing one is a typo.
+    monkeypatch.setenv("HEADWATER_METADATA_URL", f"sqlite:///{tmp_path / 'deep' / 'er' / 'x.db'}")
+    with pytest.raises(StorageError, match="does not exist"):
+        open_store()
+    assert not (tmp_path / "deep").exists()
 
 
 def test_importing_the_package_does_not_import_sqlalchemy() -> None:

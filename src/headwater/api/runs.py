@@ -1,0 +1,305 @@
+"""Runs in the metadata store: list them (paged), show one with its tasks, delete one.
+
+Reading opens the store read-only. A run still recorded RUNNING whose engine on this host is
+gone is returned INTERRUPTED (and its RUNNING tasks FAILED), exactly as the next `run` or
+`resume` will record it; reading itself writes nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.api import iso_time
+from headwater.api._args import choice, count
+from headwater.api._store import MetadataArg, reading, writing
+from headwater.errors import NotFoundError, UserError
+from headwater.metadata.base import (
+    RUN_STATES,
+    ArtifactRecord,
+    EventRecord,
+    ExecutionRecord,
+    MetadataStore,
+    RunRecord,
+)
+from headwater.metadata.reconcile import presented_execution, presented_run
+
+__all__ = [
+    "DeletedRun",
+    "RunDetails",
+    "RunInfo",
+    "TaskDetails",
+    "delete_run",
+    "get_run",
+    "list_runs",
+]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run as recorded (times are Unix seconds; `to_json` gives ISO 8601 strings)."""
+
+    run_id: str
+    pipeline: str
+    pipeline_version: str
+    state: str
+    created_at: float
+    finished_at: float | None
+    parameters: dict[str, Any]
+    outputs: dict[str, Any]
+    error: dict[str, Any] | None
+    pipeline_root: str
+    metrics: dict[str, float]
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunInfo:
+        """The view of a stored run record."""
+        return cls(
+            run_id=run.run_id,
+            pipeline=run.pipeline,
+            pipeline_version=run.pipeline_version,
+            state=run.state,
+            created_at=run.created_at,
+            finished_at=run.finished_at,
+            parameters=run.parameters,
+            outputs=run.outputs,
+            error=run.error,
+            pipeline_root=run.pipeline_root,
+            metrics=run.metrics,
+        )
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to finish; None while running or if it never finished."""
+        return None if self.finished_at is None else self.finished_at - self.created_at
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's JSON shape (`runs list --json` entries; `runs show --json` adds tasks)."""
+        return {
+            "run_id": self.run_id,
+            "pipeline": self.pipeline,
+            "pipeline_version": self.pipeline_version,
+            "state": self.state,
+            "created_at": iso_time(self.created_at),
+            "finished_at": iso_time(self.finished_at),
+            "metrics": self.metrics,
+            "parameters": self.parameters,
+            "outputs": self.outputs,
+            "error": self.error,
+            "pipeline_root": self.pipeline_root,
+        }
+
+
+@dataclass(frozen=True)
+class TaskDetails:
+    """One executor task of a run, with the URIs of the artifacts it read and wrote."""
+
+    name: str
+    state: str
+    execution_id: int | None
+    cached_from: int | None
+    started_at: float | None
+    finished_at: float | None
+    attempts: int
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    input_artifacts: dict[str, list[str]]
+    output_artifacts: dict[str, list[str]]
+    log_path: str
+    error: dict[str, Any] | None
+
+    @classmethod
+    def of(
+        cls, e: ExecutionRecord, events: list[tuple[EventRecord, ArtifactRecord]]
+    ) -> TaskDetails:
+        """The view of a stored execution and its events."""
+        arts: dict[str, dict[str, list[str]]] = {"INPUT": {}, "OUTPUT": {}}
+        for event, art in events:
+            arts[event.kind].setdefault(event.slot, []).append(art.uri)
+        return cls(
+            name=e.task,
+            state=e.state,
+            execution_id=e.id,
+            cached_from=e.cached_from,
+            started_at=e.started_at,
+            finished_at=e.finished_at,
+            attempts=e.attempts,
+            inputs=e.inputs,
+            outputs=e.outputs,
+            input_artifacts=arts["INPUT"],
+            output_artifacts=arts["OUTPUT"],
+            log_path=e.log_path,
+            error=e.error,
+        )
+
+    @property
+    def cached(self) -> bool:
+        """True if the task reused an earlier result instead of running."""
+        return self.state == "CACHED"
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds the task ran; None unless it started and finished."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    def to_json(self) -> dict[str, Any]:
+        """The task's JSON shape (the `tasks` of `runs show --json`)."""
+        took = self.duration
+        return {
+            "name": self.name,
+            "state": self.state,
+            "cached": self.cached,
+            "cached_from": self.cached_from,
+            "execution_id": self.execution_id,
+            "started_at": iso_time(self.started_at),
+            "finished_at": iso_time(self.finished_at),
+            "duration": "" if took is None else f"{took:.2f}s",
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "artifacts": {"inputs": self.input_artifacts, "outputs": self.output_artifacts},
+            "log_path": self.log_path,
+            "error": self.error,
+            "attempts": self.attempts,
+        }
+
+
+@dataclass(frozen=True)
+class RunDetails(RunInfo):
+    """A run with its tasks, in start order."""
+
+    tasks: list[TaskDetails] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's JSON shape plus `tasks` (`runs show --json`)."""
+        return {**super().to_json(), "tasks": [t.to_json() for t in self.tasks]}
+
+
+@dataclass(frozen=True)
+class DeletedRun:
+    """What `delete_run` removed."""
+
+    run_id: str
+    artifact_uris: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"run_id": ..., "artifact_uris": [...]}`."""
+        return {"run_id": self.run_id, "artifact_uris": self.artifact_uris}
+
+
+def list_runs(
+    *,
+    pipeline: str | None = None,
+    state: str | None = None,
+    limit: int | None = 50,
+    offset: int = 0,
+    metadata: MetadataArg = None,
+) -> list[RunInfo]:
+    """Runs, newest first, with their metrics. Reads only.
+
+    Args:
+        pipeline: Only runs of the pipeline with this name.
+        state: Only runs in this state: RUNNING, SUCCEEDED, FAILED or INTERRUPTED (any case).
+        limit: At most this many (None: all).
+        offset: Skip this many of the newest first (for paging: `offset=50, limit=50`).
+        metadata: A `MetadataStore`, a SQLAlchemy URL, or None for the default store.
+
+    Returns:
+        The runs; none if the default store was never created.
+
+    Raises:
+        InvalidArgumentError: `state` is unknown, `limit` is below 1 or `offset` below 0.
+        StorageError: The store cannot be opened for reading.
+    """
+    wanted = None if state is None else choice("run state", state, RUN_STATES)
+    if limit is not None:
+        count("limit", limit, minimum=1)
+    count("offset", offset, minimum=0)
+    with reading(metadata) as store:
+        if store is None:
+            return []
+        if wanted not in ("RUNNING", "INTERRUPTED"):
+            records = store.list_runs(pipeline=pipeline, state=wanted, limit=limit, offset=offset)
+            return [RunInfo.of(presented_run(r)) for r in records]
+        # A dead engine's run is stored RUNNING but shown INTERRUPTED, so these two states
+        # are filtered after presenting. RUNNING runs are few; INTERRUPTED ones are read
+        # only as far as the page needs.
+        running = [presented_run(r) for r in store.list_runs(pipeline=pipeline, state="RUNNING")]
+        shown = [r for r in running if r.state == wanted]
+        if wanted == "INTERRUPTED":
+            end = None if limit is None else offset + limit
+            shown += store.list_runs(pipeline=pipeline, state="INTERRUPTED", limit=end)
+            shown.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+        page = shown[offset:] if limit is None else shown[offset : offset + limit]
+        return [RunInfo.of(r) for r in page]
+
+
+def get_run(run_id: str, *, metadata: MetadataArg = None) -> RunDetails:
+    """One run with its tasks, their inputs, outputs, artifacts and logs. Reads only.
+
+    Args:
+        run_id: The run's id, or a unique prefix of it.
+        metadata: A `MetadataStore`, a SQLAlchemy URL, or None for the default store.
+
+    Raises:
+        NotFoundError: No run has that id, or the prefix matches several.
+        StorageError: The store cannot be opened for reading.
+    """
+    with reading(metadata) as store:
+        if store is None:
+            raise _no_run(run_id)
+        record = _find_run(store, run_id)
+        shown = presented_run(record)
+        executions = [presented_execution(e, record) for e in store.list_executions(shown.run_id)]
+        events = store.artifacts_of_many([e.id for e in executions if e.id is not None])
+        tasks = [TaskDetails.of(e, events.get(e.id or 0, [])) for e in executions]
+    info = RunInfo.of(shown)
+    return RunDetails(**vars(info), tasks=tasks)
+
+
+def delete_run(run_id: str, *, metadata: MetadataArg = None) -> DeletedRun:
+    """Delete a run, its tasks and logs, and the artifacts no other run uses.
+
+    Artifact files are deleted only under the run's own pipeline root; the run's folder
+    under `$HEADWATER_HOME/runs` goes too.
+
+    Args:
+        run_id: The run's id, or a unique prefix of it.
+        metadata: A `MetadataStore`, a SQLAlchemy URL, or None for the default store.
+
+    Raises:
+        NotFoundError: No run has that id.
+        UserError: The run is still running.
+    """
+    from headwater import config
+    from headwater.artifacts import store_for
+
+    with writing(metadata) as store:
+        if store is None:
+            raise _no_run(run_id)
+        run = _find_run(store, run_id)
+        if run.state == "RUNNING":
+            raise UserError(
+                f"run {run.run_id} is still running (engine pid {run.engine_pid} on "
+                f"{run.engine_host}): wait for it to finish first"
+            )
+        uris = store.delete_run(run.run_id)
+    artifacts = store_for(run.pipeline_root) if run.pipeline_root else None
+    for uri in uris:
+        if artifacts is not None and uri.startswith(artifacts.root):
+            artifacts.delete(uri)
+    shutil.rmtree(config.runs_dir() / run.run_id, ignore_errors=True)
+    return DeletedRun(run.run_id, uris)
+
+
+def _find_run(store: MetadataStore, run_id: str) -> RunRecord:
+    run = store.get_run(run_id)
+    if run is None:
+        raise _no_run(run_id)
+    return run
+
+
+def _no_run(run_id: str) -> NotFoundError:
+    return NotFoundError(f"no run {run_id!r}: see `headwater runs list`")

@@ -1,0 +1,84 @@
+"""The `headwater` package is the API: every function is there, and importing it stays cheap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import headwater
+from headwater.api import artifacts, cache, compiler, lineage, runs
+from headwater.engine import runner
+
+EXPORTED = {
+    "run": runner,
+    "resume": runner,
+    "Run": runner,
+    "compile": compiler,
+    "list_runs": runs,
+    "get_run": runs,
+    "delete_run": runs,
+    "RunInfo": runs,
+    "RunDetails": runs,
+    "TaskDetails": runs,
+    "DeletedRun": runs,
+    "lineage": lineage,
+    "Lineage": lineage,
+    "get_artifact": artifacts,
+    "ArtifactInfo": artifacts,
+    "clear_cache": cache,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTED))
+def test_each_name_is_the_api_function(name: str) -> None:
+    assert getattr(headwater, name) is getattr(EXPORTED[name], name)
+    assert name in headwater.__all__
+    assert name in dir(headwater)
+
+
+def test_all_lists_only_what_exists() -> None:
+    assert set(headwater.__all__) == {*EXPORTED, "__version__"}
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        headwater.no_such_thing  # noqa: B018
+
+
+def test_import_headwater_loads_no_database_or_kfp() -> None:
+    script = (
+        "import json, sys, headwater\n"
+        "heavy = ('sqlalchemy', 'kfp', 'alembic', 'headwater.api', 'headwater.engine')\n"
+        "print(json.dumps(sorted(h for h in heavy if any(m == h or m.startswith(h + '.')"
+        " for m in sys.modules))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(done.stdout) == []
+
+
+def test_reading_api_does_not_load_kfp() -> None:
+    # list_runs needs SQLAlchemy but neither KFP nor the engine.
+    script = (
+        "import json, os, sys, tempfile, headwater\n"
+        "os.environ['HEADWATER_HOME'] = tempfile.mkdtemp()\n"
+        "assert headwater.list_runs() == []\n"
+        "print(json.dumps(sorted(h for h in ('kfp', 'headwater.engine') if any("
+        "m == h or m.startswith(h + '.') for m in sys.modules))))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HEADWATER_METADATA_URL"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
