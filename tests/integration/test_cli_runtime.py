@@ -293,8 +293,8 @@ def test_crashing_tasks_are_isolated(headwater: Cli) -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")
-def test_accelerator_request_without_gpu(headwater: Cli) -> None:
-    cli = headwater("run", pipeline("runtime_gpu"), "--json")
+def test_accelerator_request_without_gpu_when_strict(headwater: Cli) -> None:
+    cli = headwater("run", pipeline("runtime_gpu"), "--json", "--strict-resources")
 
     result = run_failed(cli)
     assert task_states(result) == {"on-gpu": "FAILED", "on-cpu": "SUCCEEDED"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,9 @@ from cli_harness import (
     kill_leftovers,
     pipeline,
     process_gone,
+    run_failed,
     run_ok,
+    task_states,
     wait_for,
 )
 
@@ -102,3 +105,57 @@ def test_installed_packages_reach_the_task_subprocesses(headwater: Cli, tmp_path
     (env,) = [p for p in (headwater.home / "envs").iterdir() if p.is_dir()]
     # The component's own subprocess imported it from the environment Headwater installed.
     assert Path(module_file).is_relative_to(env), module_file
+
+
+# --- accelerators ----------------------------------------------------------------------------
+
+no_gpu = pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has GPUs")
+
+
+def warnings_of(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("headwater: warning:")]
+
+
+@no_gpu
+def test_accelerator_task_runs_without_a_gpu_after_one_warning(headwater: Cli) -> None:
+    params = {"gpu_type": "example.com/tpu-v9", "gpus": "2"}
+
+    cli = headwater.run("task_gpu", params=params)
+
+    result = run_ok(cli)
+    assert result["outputs"]["Output"] == "<unset>"
+    (warning,) = warnings_of(cli.stderr)
+    # The type is the resolved parameter, not its placeholder.
+    assert "task 'wants-gpu' requests 2 accelerator(s) of type 'example.com/tpu-v9'" in warning
+    assert "has none: running it without" in warning
+    assert "--strict-resources" in warning
+
+
+@no_gpu
+def test_accelerator_task_is_refused_without_a_gpu_when_strict(headwater: Cli) -> None:
+    cli = headwater.run("task_gpu", "--strict-resources", params={"gpu_type": "example.com/x"})
+
+    result = run_failed(cli)
+    assert task_states(result) == {"wants-gpu": "FAILED"}
+    error = result["tasks"][0]["error"]
+    assert error["error_type"] == "ResourceError"
+    assert "1 accelerator(s) of type 'example.com/x' (it has 0)" in error["message"]
+    assert not warnings_of(cli.stderr)
+
+
+def test_accelerator_task_gets_what_there_is_on_a_machine_with_fewer_gpus(
+    headwater: Cli,
+) -> None:
+    # Two visible devices, as CUDA_VISIBLE_DEVICES would show a machine with two GPUs.
+    headwater.env["CUDA_VISIBLE_DEVICES"] = "0,1"
+
+    cli = headwater.run("task_gpu", params={"gpus": "3"})
+
+    result = run_ok(cli)
+    assert result["outputs"]["Output"] == "0,1"
+    (warning,) = warnings_of(cli.stderr)
+    assert "requests 3 accelerator(s) of type 'nvidia.com/gpu'" in warning
+    assert "has 2: running it with those 2" in warning
+
+    strict = run_failed(headwater.run("task_gpu", "--strict-resources", params={"gpus": "3"}))
+    assert "(it has 2)" in strict["tasks"][0]["error"]["message"]

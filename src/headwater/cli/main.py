@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="install missing packages_to_install into a cached environment",
     )
     run.add_argument("--pipeline-root", metavar="URI", help="where artifacts are written")
+    run.add_argument(
+        "--strict-resources",
+        action="store_true",
+        help="fail a task that asks for more CPU, memory or accelerators than this machine has "
+        "(default: run it with what there is, after a warning)",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="stream task output")
 
     inspect.add_parsers(sub, _Parser)
@@ -138,6 +144,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 metadata=metadata,
                 hooks=[reporter],
                 install_packages=args.install_packages,
+                strict_resources=args.strict_resources,
             )
         else:
             ir = load_pipeline(args.pipeline, pipeline_name=args.pipeline_name)
@@ -153,6 +160,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 metadata=metadata,
                 hooks=[reporter],
                 install_packages=args.install_packages,
+                strict_resources=args.strict_resources,
             )
     finally:
         executor.shutdown(kill=True)

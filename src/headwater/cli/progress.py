@@ -85,6 +85,9 @@ class ConsoleReporter(RunHooks):
             if not retrying and err is not None and err.log_path:
                 self._write(f"  log: {err.log_path}")
 
+    def on_task_warning(self, *, run: Run, launch: Launch, message: str) -> None:
+        self._write(f"headwater: warning: {message}")
+
     def on_tick(self, *, run: Run) -> None:
         for name in list(self._logs):
             self._stream_log(name, final=False)

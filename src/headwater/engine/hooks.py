@@ -29,6 +29,9 @@ class RunHooks:
     def after_task(self, *, run: Run, task: TaskRun, state: TaskState) -> None:
         """An executor task attempt ended (the task may still be retried)."""
 
+    def on_task_warning(self, *, run: Run, launch: Launch, message: str) -> None:
+        """A task will run, but not quite as asked (one line; at most once per task and cause)."""
+
     def on_tick(self, *, run: Run) -> None:
         """Called at least every `tick` seconds while the run is going."""
 

@@ -67,11 +67,14 @@ class EngineLoop:
             for launch in machine.ready():
                 launch.python_path = self.python_path
                 try:
-                    self.pool.check(launch)
+                    warning = self.pool.check(launch)
                 except UserError as exc:
                     error = TaskError(launch.name, "ResourceError", str(exc))
                     self._feed(TaskResult(launch.task_id, error=error, retryable=False))
                     continue
+                if warning is not None:
+                    for hook in self.hooks:
+                        hook.on_task_warning(run=self.run_, launch=launch, message=warning)
                 if not self._cached(launch):
                     self.queue.append(launch)
             self._admit()

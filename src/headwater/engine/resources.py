@@ -66,13 +66,25 @@ def resource_request(resources: Mapping[str, Any], ctx: PlaceholderContext) -> R
         memory = float(gb) * 1e9 if gb else 0.0
     accel = resources.get("accelerator") or {}
     count_text = accel.get("resourceCount") or accel.get("count") or 0
-    count = int(float(resolve_string(str(count_text), ctx))) if count_text else 0
+    kind = accel.get("resourceType") or accel.get("type") or ""
     return ResourceRequest(
         cpu=parse_cpu(cpu) if cpu is not None else 0.0,
         memory=memory,
-        accelerators=count,
-        accelerator_type=str(accel.get("resourceType") or accel.get("type") or ""),
+        accelerators=parse_count(resolve_string(str(count_text), ctx)) if count_text else 0,
+        accelerator_type=resolve_string(str(kind), ctx) if kind else "",
     )
+
+
+def parse_count(text: Any) -> int:
+    """An accelerator count: a whole number, at least 0 ('2', '2.0')."""
+    value = str(text).strip()
+    try:
+        count = float(value)
+    except ValueError:
+        count = -1.0
+    if count < 0 or not count.is_integer():
+        raise ResourceError(f"bad accelerator count {value!r}: use a whole number such as '1'")
+    return int(count)
 
 
 def detect_gpus() -> list[str]:
@@ -117,27 +129,64 @@ class ResourcePool:
     request larger than the whole machine is clamped to it (the task then runs alone) so that
     pipelines sized for a cluster still run on a laptop. GPUs are handed out by index and the
     task sees only its own through CUDA_VISIBLE_DEVICES.
+
+    Accelerators follow the same rule: a task that asks for more than the machine has runs
+    with what there is (none at all on a machine without GPUs, as kfp.local runs it), after
+    one warning. With `strict` (`--strict-resources`) any request larger than the machine,
+    CPU, memory or accelerators, fails the task before it starts instead.
     """
 
     slots: int
     cpu: float
     memory: float
     gpus: list[str] = field(default_factory=list)
+    strict: bool = False
     _used_slots: int = 0
     _used_cpu: float = 0.0
     _used_memory: float = 0.0
     _held: dict[int, tuple[float, float, list[str]]] = field(default_factory=dict)
+    _warned: set[str] = field(default_factory=set)
 
-    def check(self, launch: Launch) -> None:
-        """Raise if the task can never run here (more accelerators than the machine has)."""
-        want = launch.resources.accelerators
-        if want > len(self.gpus):
-            kind = launch.resources.accelerator_type or "GPU"
-            raise ResourceError(
-                f"task {launch.name!r} requests {want} accelerator(s) of type {kind!r} but this "
-                f"machine has {len(self.gpus)}: run on a machine with GPUs or remove "
-                "set_accelerator_limit"
-            )
+    def check(self, launch: Launch) -> str | None:
+        """Whether the task can run here, before it is queued.
+
+        Returns:
+            A one-line warning the first time a task will run with fewer accelerators than it
+            asked for (None otherwise, and for its later attempts).
+
+        Raises:
+            ResourceError: With `strict`, the task asks for more than this machine has.
+        """
+        req = launch.resources
+        have = len(self.gpus)
+        kind = req.accelerator_type or "GPU"
+        if self.strict:
+            over: dict[str, str] = {}  # the setter that asked -> what it asked for
+            if req.accelerators > have:
+                over["set_accelerator_limit"] = (
+                    f"{req.accelerators} accelerator(s) of type {kind!r} (it has {have})"
+                )
+            if req.cpu > self.cpu:
+                over["set_cpu_limit"] = f"{req.cpu:g} CPUs (it has {self.cpu:g})"
+            if self.memory and req.memory > self.memory:
+                over["set_memory_limit"] = (
+                    f"{req.memory / 2**30:.1f} GiB of memory (it has {self.memory / 2**30:.1f})"
+                )
+            if over:
+                raise ResourceError(
+                    f"task {launch.name!r} requests more than this machine has: "
+                    f"{', '.join(over.values())}: run it on a larger machine, lower "
+                    f"{' and '.join(over)}, or run without --strict-resources"
+                )
+            return None
+        if req.accelerators <= have or launch.name in self._warned:
+            return None
+        self._warned.add(launch.name)
+        instead = f"running it with those {have}" if have else "running it without"
+        return (
+            f"task {launch.name!r} requests {req.accelerators} accelerator(s) of type {kind!r} "
+            f"but this machine has {have or 'none'}: {instead} (--strict-resources refuses it)"
+        )
 
     def try_acquire(self, launch: Launch) -> bool:
         """Take resources for `launch` if they are free now; return whether it may start."""
@@ -150,15 +199,17 @@ class ResourcePool:
             return False
         if memory and self._used_memory + memory > self.memory:
             return False
+        # More than the machine has was accepted by `check` (or refused there, when strict).
+        want = min(req.accelerators, len(self.gpus))
         free = [g for g in self.gpus if all(g not in h[2] for h in self._held.values())]
-        if req.accelerators > len(free):
+        if want > len(free):
             return False
-        gpus = free[: req.accelerators]
+        gpus = free[:want]
         self._used_slots += 1
         self._used_cpu += cpu
         self._used_memory += memory
         self._held[launch.task_id] = (cpu, memory, gpus)
-        if req.accelerators:
+        if gpus:
             launch.device_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         return True
 

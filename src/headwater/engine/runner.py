@@ -105,6 +105,7 @@ def run(
     metadata: MetadataStore | str | None = None,
     hooks: Sequence[RunHooks] = (),
     install_packages: bool = False,
+    strict_resources: bool = False,
 ) -> Run:
     """Run a KFP pipeline to completion and return the finished `Run`.
 
@@ -122,6 +123,8 @@ def run(
             else SQLite at `$HEADWATER_HOME/metadata.db`).
         hooks: Observers of the run's lifecycle.
         install_packages: Install missing `packages_to_install` into cached environments.
+        strict_resources: Fail a task that asks for more CPU, memory or accelerators than
+            this machine has, instead of running it with what there is (after a warning).
 
     Returns:
         The finished run; `run.state` is "SUCCEEDED" or "FAILED".
@@ -143,6 +146,7 @@ def run(
             metadata=metadata,
             hooks=hooks,
             install_packages=install_packages,
+            strict_resources=strict_resources,
         )
     finally:
         if own is not None:
@@ -178,6 +182,7 @@ def run_ir(
     metadata: MetadataStore | str | None = None,
     hooks: Sequence[RunHooks] = (),
     install_packages: bool = False,
+    strict_resources: bool = False,
     run_id: str | None = None,
 ) -> Run:
     """`run` for an already loaded pipeline. With `run_id`, resume that run."""
@@ -225,6 +230,7 @@ def run_ir(
         cpu=float(cpus),
         memory=machine_memory(),
         gpus=detect_gpus(),
+        strict=strict_resources,
     )
     if not isinstance(executor, Executor) and executor != "local":
         raise UserError(f"unknown executor {executor!r} (known executors: local)")
@@ -277,6 +283,7 @@ def resume(
     metadata: MetadataStore | str | None = None,
     hooks: Sequence[RunHooks] = (),
     install_packages: bool = False,
+    strict_resources: bool = False,
 ) -> Run:
     """Complete a failed or interrupted run, reusing every task that succeeded in it.
 
@@ -310,5 +317,6 @@ def resume(
         metadata=store,
         hooks=hooks,
         install_packages=install_packages,
+        strict_resources=strict_resources,
         run_id=record.run_id,
     )

@@ -151,6 +151,27 @@ def test_resource_request_resolves_placeholders() -> None:
     assert request.accelerators == 2
 
 
+def test_resource_request_resolves_an_accelerator_type_placeholder() -> None:
+    @dsl.pipeline
+    def typed(kind: str):
+        train().set_accelerator_type(kind).set_accelerator_limit(1)
+
+    ir = ir_from_component(typed)
+    (executor,) = ir.executors.values()
+    ctx = PlaceholderContext(
+        {"inputs": {"parameterValues": {"pipelinechannel--kind": "example.com/tpu-v9"}}}
+    )
+    request = resource_request(executor["container"]["resources"], ctx)
+    assert request.accelerator_type == "example.com/tpu-v9"
+    assert request.accelerators == 1
+
+
+@pytest.mark.parametrize("count", ["two", "-1", "1.5"], ids=repr)
+def test_resource_request_rejects_a_bad_accelerator_count(count: str) -> None:
+    with pytest.raises(ResourceError, match="bad accelerator count"):
+        resource_request({"accelerator": {"resourceCount": count}}, PlaceholderContext({}))
+
+
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
@@ -288,24 +309,70 @@ def test_pool_leaves_gpu_env_alone_for_cpu_tasks(make_launch: LaunchFactory) -> 
     [([], 1), (["0", "1"], 4)],
     ids=["no-gpus", "too-few"],
 )
-def test_pool_check_rejects_more_gpus_than_the_machine_has(
+def test_strict_pool_check_rejects_more_gpus_than_the_machine_has(
     make_launch: LaunchFactory, gpus: list[str], wanted: int
 ) -> None:
-    pool = ResourcePool(slots=8, cpu=8, memory=0, gpus=gpus)
+    pool = ResourcePool(slots=8, cpu=8, memory=0, gpus=gpus, strict=True)
     launch = make_launch(gpus=wanted, gpu_type="nvidia.com/gpu")
     with pytest.raises(ResourceError) as info:
         pool.check(launch)
     message = str(info.value)
     assert launch.name in message
-    assert f"requests {wanted} accelerator(s)" in message
+    assert f"{wanted} accelerator(s)" in message
     assert "'nvidia.com/gpu'" in message
     assert f"has {len(gpus)}" in message
+    assert "set_accelerator_limit" in message
+
+
+@pytest.mark.parametrize(
+    ("request_", "setter"),
+    [({"cpu": 16.0}, "set_cpu_limit"), ({"memory": 64 * GiB}, "set_memory_limit")],
+    ids=["cpu", "memory"],
+)
+def test_strict_pool_check_rejects_oversize_cpu_and_memory(
+    make_launch: LaunchFactory, request_: dict[str, float], setter: str
+) -> None:
+    pool = ResourcePool(slots=8, cpu=8, memory=32 * GiB, strict=True)
+    with pytest.raises(ResourceError, match=setter):
+        pool.check(make_launch(**request_))
+    # Not strict, the same request is clamped to the machine (and runs alone).
+    assert ResourcePool(slots=8, cpu=8, memory=32 * GiB).check(make_launch(**request_)) is None
+
+
+@pytest.mark.parametrize(
+    ("gpus", "wanted", "says"),
+    [
+        ([], 1, "has none: running it without"),
+        (["0", "1"], 4, "has 2: running it with those 2"),
+    ],
+    ids=["no-gpus", "too-few"],
+)
+def test_pool_runs_a_task_wanting_more_gpus_with_what_there_is_after_one_warning(
+    make_launch: LaunchFactory, gpus: list[str], wanted: int, says: str
+) -> None:
+    pool = ResourcePool(slots=8, cpu=8, memory=0, gpus=gpus)
+    launch = make_launch(gpus=wanted, gpu_type="nvidia.com/gpu")
+
+    warning = pool.check(launch)
+
+    assert warning is not None
+    assert launch.name in warning
+    assert f"requests {wanted} accelerator(s) of type 'nvidia.com/gpu'" in warning
+    assert says in warning
+    assert "--strict-resources" in warning
+    assert "\n" not in warning
+    # Once per task: a retry of the same task is not warned about again.
+    assert pool.check(launch) is None
+    # Admitted with what there is (the integration tests check what the task then sees).
+    assert pool.try_acquire(launch)
 
 
 def test_pool_check_accepts_what_fits(make_launch: LaunchFactory) -> None:
     pool = ResourcePool(slots=1, cpu=1, memory=0, gpus=["0", "1"])
-    pool.check(make_launch(gpus=2))
-    pool.check(make_launch(cpu=100.0))
+    assert pool.check(make_launch(gpus=2)) is None
+    assert pool.check(make_launch(cpu=100.0)) is None
+    strict = ResourcePool(slots=1, cpu=1, memory=0, gpus=["0", "1"], strict=True)
+    assert strict.check(make_launch(gpus=2, cpu=1.0)) is None
 
 
 def test_release_of_unknown_task_is_harmless(make_launch: LaunchFactory) -> None:
