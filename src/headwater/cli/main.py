@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
-    from headwater.cli import inspect
+    from headwater.cli import inspect, secrets
 
     parser = _Parser(prog="headwater", description="Run Kubeflow Pipelines anywhere.")
     parser.add_argument(
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-v", "--verbose", action="store_true", help="stream task output")
 
     inspect.add_parsers(sub, _Parser)
+    secrets.add_parsers(sub, _Parser)
 
     comp = sub.add_parser("compile", help="compile a .py pipeline to KFP IR YAML")
     comp.add_argument("pipeline", help="a .py file defining @dsl.pipeline")
@@ -132,6 +134,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UserError("headwater run needs a PIPELINE file (or --resume RUN_ID)")
     metadata = args.run_metadata_url or args.metadata_url
     reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
+    # SIGTERM stops a run as Ctrl-C does: its tasks stopped, the run recorded INTERRUPTED.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     # The fork server warms up on the other core while this one loads the pipeline.
     executor = LocalExecutor()
     try:
@@ -164,11 +168,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
     finally:
         executor.shutdown(kill=True)
+        signal.signal(signal.SIGTERM, previous)
+    if result.error is not None:
+        err = result.error
+        # A task that never ran (a condition that failed to evaluate) has no log to stream,
+        # and the run itself (its record unwritable) is no task: say why even with -v.
+        what = f"task {err.task!r}" if err.task else f"run {result.run_id}"
+        print(f"headwater: {what} failed: {err.error_type}: {err.message}", file=sys.stderr)
     if result.error is not None and not args.verbose:
         err = result.error
-        print(
-            f"headwater: task {err.task!r} failed: {err.error_type}: {err.message}", file=sys.stderr
-        )
         tail = log_tail(err.log_path)
         if tail:
             print(f"headwater: last lines of {err.log_path}:", file=sys.stderr)
@@ -180,6 +188,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for name, value in result.outputs.items():
             print(f"{name} = {json.dumps(value, default=str)}")
     return EXIT_OK if result.succeeded else EXIT_FAILED
+
+
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
@@ -208,6 +220,10 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         return _cmd_run(args)
     if args.command == "compile":
         return _cmd_compile(args)
+    if args.command == "secrets":
+        from headwater.cli.secrets import cmd_secrets
+
+        return cmd_secrets(args)
     return _cmd_inspect(args)
 
 

@@ -6,13 +6,16 @@ import json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import PipelineSpecError, SpecVersionWarning, UnsupportedFeatureError
 from headwater.spec import _read as read
 from headwater.spec.cel import Condition, compile_condition
 from headwater.spec.types import PARAMETER_TYPES
 from headwater.spec.validate import check_pipeline
+
+if TYPE_CHECKING:
+    from headwater.platform.kubernetes import ExecutorSettings
 
 ALL_UPSTREAM_TASKS_COMPLETED = "ALL_UPSTREAM_TASKS_COMPLETED"
 
@@ -121,6 +124,8 @@ class PipelineIR:
     platform: Mapping[str, Any] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict)
     default_pipeline_root: str = ""
+    #: kfp-kubernetes settings by executor label (`headwater.platform.kubernetes`).
+    kubernetes: Mapping[str, ExecutorSettings] = field(default_factory=dict)
 
     def component(self, name: str) -> ComponentSpec:
         """The component called `name` (validated to exist)."""
@@ -186,17 +191,32 @@ def _parse(doc: Mapping[str, Any], platform: Mapping[str, Any] | None) -> Pipeli
         cname: _component(cname, c, f"components.{cname}") for cname, c in raw_components.items()
     }
     root = _component("root", doc["root"], "root")
+    # The platform document travels inside `raw` too, so a run resumed from the store has it.
+    platform = read.mapping(doc.get("platforms") if platform is None else platform, "platforms")
     ir = PipelineIR(
         name=name,
         root=root,
         components=components,
         executors=executors,
-        platform=read.mapping(platform, "platforms"),
-        raw=doc,
+        platform=platform,
+        raw={**doc, "platforms": platform} if platform else doc,
         default_pipeline_root=read.text(doc.get("defaultPipelineRoot"), "defaultPipelineRoot"),
+        kubernetes=_kubernetes(platform, executors),
     )
     check_pipeline(ir)
     return ir
+
+
+def _kubernetes(
+    platform: Mapping[str, Any], executors: Mapping[str, Any]
+) -> dict[str, ExecutorSettings]:
+    """kfp-kubernetes settings, parsed only when there are any (CreatePVC has none but is one)."""
+    stubs = (str((e.get("container") or {}).get("image", "")) for e in executors.values())
+    if not platform and not any(image.startswith("argostub/") for image in stubs):
+        return {}
+    from headwater.platform.kubernetes import parse_settings
+
+    return parse_settings(platform, executors)
 
 
 def _check_schema_version(value: Any) -> None:

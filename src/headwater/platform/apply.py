@@ -1,0 +1,88 @@
+"""The in-task side of kfp-kubernetes settings: applied in the task process, before the component.
+
+`apply_platform` takes the plan the engine made (`TaskPlatform.to_payload()`) and gives the
+process what a pod would have had: environment variables from field paths, secrets and config
+maps; its volumes at their mount paths; its time limit. For CreatePVC and DeletePVC it does the
+whole task. Secret values are read here, in the task process, and go only into its environment:
+never into a log, a payload, the metadata store or a cache key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from headwater.errors import PlatformError
+from headwater.platform import volumes
+
+POD_FILE = "pod.json"
+
+
+def apply_platform(payload: dict[str, Any]) -> bool:
+    """Apply the task's kfp-kubernetes plan (`payload["platform"]`) to this process.
+
+    Call it once the task's environment is set and its output is redirected to its log, and
+    before the component runs: mounts are made in a namespace of this process's own.
+
+    Returns:
+        True when the plan was the whole task (CreatePVC, DeletePVC): run nothing else.
+
+    Raises:
+        PlatformError: A required secret or config map vanished since the task was planned,
+            a volume cannot be made, or the system refuses a mount (naming its path).
+    """
+    plan = payload["platform"]
+    for line in plan.get("warnings") or ():
+        print(f"headwater: warning: {line}", file=sys.stderr)
+    operation = plan.get("operation")
+    if operation:
+        _operate(operation, payload)
+        return True
+    workdir = payload["workdir"]
+    env = dict(plan.get("env") or {})
+    for item in plan.get("env_files") or ():
+        try:
+            with open(item["path"], "rb") as fh:
+                value = fh.read()
+        except OSError as exc:
+            if item["optional"]:
+                continue
+            raise PlatformError(f"cannot read {item['what']} for ${item['env']}: {exc}") from exc
+        env[item["env"]] = value.decode("utf-8", "surrogateescape")
+    os.environ.update(env)
+    if plan.get("pod"):
+        with open(os.path.join(workdir, POD_FILE), "w", encoding="utf-8") as fh:
+            json.dump(plan["pod"], fh, indent=2)
+    volumes.mount_all(plan.get("mounts") or (), stage=os.path.join(workdir, ".mounts"))
+    timeout = int(plan.get("timeout") or 0)
+    if timeout > 0:
+        # SIGALRM's default action ends the process, and an alarm survives exec; a task that
+        # outlives its deadline fails as a pod past activeDeadlineSeconds does.
+        print(
+            f"headwater: this task is stopped (SIGALRM) if it runs longer than {timeout} s "
+            "(kubernetes.set_timeout)",
+            file=sys.stderr,
+        )
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(timeout)
+    return False
+
+
+def _operate(operation: dict[str, Any], payload: dict[str, Any]) -> None:
+    root, name = operation["root"], operation["name"]
+    if operation["kind"] == "delete":
+        volumes.delete_volume(root, name)
+        print(f"deleted volume {name!r} ({os.path.join(root, name)})")
+        return
+    made = volumes.create_volume(root, name, operation.get("clone") or "")
+    where = os.path.join(root, name)
+    print(f"{'created' if made else 'reusing existing'} volume {name!r} ({where})")
+    outputs = (payload.get("executor_input") or {}).get("outputs") or {}
+    out_file = ((outputs.get("parameters") or {}).get("name") or {}).get("outputFile")
+    if out_file:
+        os.makedirs(os.path.dirname(out_file), exist_ok=True)
+        with open(out_file, "w", encoding="utf-8") as fh:
+            fh.write(name)

@@ -1,0 +1,546 @@
+"""kfp-kubernetes settings: parsed per executor from the platform document, planned per task.
+
+`kfp.kubernetes` (`use_secret_as_env`, `mount_pvc`, `add_pod_label`, ...) writes what a task
+asks of a cluster into the compiled pipeline's platform document, under
+`platforms.kubernetes.deploymentSpec.executors[LABEL]`; KFP's driver turns that into the
+task's pod. Here `parse_settings` reads it once per pipeline, checking what can be checked
+before a run starts, and `ExecutorSettings.plan` turns it, for one attempt of one task, into a
+`TaskPlatform`: plain environment values, the files that hold secret values, the directories
+to mount, and one warning for whatever has no meaning on one machine. A plan holds names and
+paths, never a secret's value: the task process reads values itself (`platform.apply`).
+
+What each setting becomes here:
+
+- `use_secret_as_env`, `use_secret_as_volume`: `$HEADWATER_HOME/secrets/NAME/KEY` as an
+  environment variable, or the secret's directory mounted read-only at the path.
+- `use_config_map_as_env`, `use_config_map_as_volume`: the same from `configmaps/`.
+- `use_field_path_as_env`: `metadata.name`/`uid`/`namespace` from the run and task ids,
+  `metadata.labels['k']` and `metadata.annotations['k']` from `add_pod_label` and
+  `add_pod_annotation` (plus KFP's own), `spec.nodeName` this host, pod and host IPs loopback.
+- `CreatePVC`, `mount_pvc`, `DeletePVC`: `$HEADWATER_HOME/volumes/NAME`, mounted at the path.
+- `empty_dir_mount`, `add_ephemeral_volume`: a fresh directory per attempt (a tmpfs for
+  medium `Memory`), mounted at the path.
+- `set_timeout`: the task is killed (SIGALRM) when it runs longer.
+- Shared memory: this machine's own `/dev/shm`.
+- Everything else (tolerations, node selectors and affinity, image pull secrets and policy,
+  security context): one warning line per task, then ignored.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import socket
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from headwater.errors import HeadwaterError, PlatformError
+from headwater.platform.secrets import CONFIG_MAP, SECRET, LocalSecretStore, check_key, check_name
+
+#: Images of KFP's CreatePVC / DeletePVC components: the driver runs them, not a container.
+OPERATIONS = {"argostub/createpvc": "create", "argostub/deletepvc": "delete"}
+#: Settings that mean nothing without a cluster, by their key in the platform document.
+_IGNORED = {
+    "nodeSelector": "node selector",
+    "nodeAffinity": "node affinity",
+    "podAffinity": "pod affinity",
+    "tolerations": "tolerations",
+    "imagePullSecret": "image pull secrets",
+    "imagePullPolicy": "image pull policy",
+    "securityContext": "security context",
+}
+#: Settings emulated here; "enabledSharedMemory" needs nothing: the machine's /dev/shm is there.
+_EMULATED = {
+    "secretAsEnv",
+    "secretAsVolume",
+    "configMapAsEnv",
+    "configMapAsVolume",
+    "pvcMount",
+    "emptyDirMounts",
+    "genericEphemeralVolume",
+    "fieldPathAsEnv",
+    "podMetadata",
+    "activeDeadlineSeconds",
+    "enabledSharedMemory",
+}
+#: What KFP's backend puts on every task pod (argocompiler and the API server).
+KFP_LABELS = {"pipelines.kubeflow.org/v2_component": "true"}
+KFP_ANNOTATIONS = {"pipelines.kubeflow.org/v2_component": "true"}
+NAMESPACE = "default"
+SERVICE_ACCOUNT = "pipeline-runner"  # KFP's default runner service account
+
+_SUBSCRIPT = re.compile(r"metadata\.(labels|annotations)\['([^']*)'\]\Z")
+_PLAIN_FIELDS = {
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+    "spec.nodeName",
+    "spec.serviceAccountName",
+    "status.hostIP",
+    "status.hostIPs",
+    "status.podIP",
+    "status.podIPs",
+}
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """`use_secret_as_env` / `use_config_map_as_env`: keys of one object as variables."""
+
+    kind: str  # SECRET or CONFIG_MAP
+    name: Mapping[str, Any]  # an input selector (constant, pipeline input or task output)
+    keys: tuple[tuple[str, str], ...]  # (key, environment variable)
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class VolumeSource:
+    """A volume mounted at `mount_path`: a secret, config map, PVC or scratch directory."""
+
+    kind: str  # SECRET, CONFIG_MAP, "volume" or "scratch"
+    mount_path: str
+    name: Mapping[str, Any] | None = None  # input selector; None for scratch
+    optional: bool = False
+    sub_path: str = ""
+    memory: bool = False  # scratch on a tmpfs (emptyDir medium Memory)
+    size: str = ""  # tmpfs size limit
+    scratch: str = ""  # the scratch volume's name
+
+
+@dataclass(frozen=True)
+class EnvFile:
+    """An environment variable whose value is in a file the task process reads."""
+
+    env: str
+    path: str
+    optional: bool
+    what: str
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A directory the task sees at `target`: `source` bound there, or a fresh tmpfs."""
+
+    target: str
+    source: str = ""  # "" means a fresh, empty tmpfs
+    read_only: bool = False
+    what: str = ""
+    size: str = ""
+    fresh: bool = False  # empty `source` first (scratch directories start empty every attempt)
+    owned: bool = False  # Headwater's own directory, so mount points may be made inside it
+
+    def to_payload(self) -> dict[str, Any]:
+        """A JSON-able form for the task process."""
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class TaskPlatform:
+    """What one attempt of one task gets from its kfp-kubernetes settings.
+
+    Carried by the `Launch`; the task process applies it (`headwater.platform.apply`) before
+    the component starts. It never holds a secret's value.
+    """
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    env_files: tuple[EnvFile, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    pod: Mapping[str, Any] = field(default_factory=dict)
+    timeout: int = 0
+    operation: Mapping[str, str] | None = None
+    warnings: tuple[str, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    #: (kind, name, store root, keys or None for all) of every object read, for the cache key.
+    sources: tuple[tuple[str, str, str, tuple[str, ...] | None], ...] = ()
+
+    def to_payload(self) -> dict[str, Any]:
+        """A JSON-able form for the task process."""
+        return {
+            "env": dict(self.env),
+            "env_files": [vars(f) for f in self.env_files],
+            "mounts": [m.to_payload() for m in self.mounts],
+            "pod": dict(self.pod),
+            "timeout": self.timeout,
+            "operation": dict(self.operation) if self.operation else None,
+            "warnings": list(self.warnings),
+        }
+
+    def cache_material(self) -> dict[str, Any]:
+        """What the settings add to the task's cache key.
+
+        The settings as written (which secrets, keys, paths and labels) and a keyed digest
+        of each secret's and config map's values, so a changed value is a cache miss while
+        nothing about the value can be learned from the key. Field path values (the pod
+        name holds the run id) are left out: they would make every run a miss. Volume
+        contents are left out too, as KFP does: a volume is shared, mutable state. CreatePVC
+        and DeletePVC are never served from the cache, since their effect is on the machine.
+        """
+        if self.operation is not None:
+            return {"operation": self.operation["kind"], "nonce": uuid.uuid4().hex}
+        digests = {
+            f"{kind}/{name}": LocalSecretStore(Path(root), kind).digest(name, keys)
+            for kind, name, root, keys in self.sources
+        }
+        return {"settings": self.settings, "values": digests}
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """The kfp-kubernetes settings of one executor, as parsed from the platform document."""
+
+    label: str
+    env_sources: tuple[EnvSource, ...] = ()
+    volumes: tuple[VolumeSource, ...] = ()
+    field_paths: tuple[tuple[str, str], ...] = ()  # (environment variable, field path)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    timeout: int = 0
+    ignored: tuple[str, ...] = ()
+    operation: str = ""  # "create" / "delete" for CreatePVC / DeletePVC
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def plan(
+        self,
+        *,
+        task_name: str,
+        run_id: str,
+        task_id: int,
+        attempt: int,
+        parameters: Mapping[str, Any],
+        resolve: Callable[[Mapping[str, Any]], Any],
+        workdir: Path,
+        home: Path,
+    ) -> TaskPlatform:
+        """Plan one attempt of a task: resolve names, check what must exist, compute values.
+
+        Args:
+            task_name: The task's display name (for messages).
+            run_id: The run's id; with `task_id` and `attempt` it names the "pod".
+            task_id: The task's id within the run.
+            attempt: The attempt number, from 1.
+            parameters: The task's resolved input parameters (CreatePVC / DeletePVC read them).
+            resolve: Resolves an input selector (a secret or PVC name) in the task's DAG.
+            workdir: The task's directory (scratch volumes live under it).
+            home: `HEADWATER_HOME`.
+
+        Raises:
+            PlatformError: A name does not resolve or is invalid, or a required secret,
+                config map or volume does not exist (the task must not start).
+        """
+        if self.operation:
+            return _operation(self.operation, parameters, home, task_name)
+        stores = {
+            SECRET: LocalSecretStore.for_home(home, SECRET),
+            CONFIG_MAP: LocalSecretStore.for_home(home, CONFIG_MAP),
+        }
+        sources: list[tuple[str, str, str, tuple[str, ...] | None]] = []
+        env_files = []
+        for src in self.env_sources:
+            store = stores[src.kind]
+            name = check_name(_resolve(src.name, resolve, src.kind), src.kind)
+            sources.append((src.kind, name, str(store.root), tuple(k for k, _ in src.keys)))
+            for key, variable in src.keys:
+                path = store.path(name) / key
+                if not src.optional and not path.is_file():
+                    raise PlatformError(_missing(store, name, key, f"${variable}"))
+                what = f"key {key!r} of {src.kind} {name!r}"
+                env_files.append(EnvFile(variable, str(path), src.optional, what))
+        mounts = []
+        for vol in self.volumes:
+            if vol.kind in stores:
+                store = stores[vol.kind]
+                name = check_name(_resolve(vol.name or {}, resolve, vol.kind), vol.kind)
+                what = f"{vol.kind} {name!r}"
+                if store.exists(name):
+                    sources.append((vol.kind, name, str(store.root), None))
+                    mounts.append(Mount(vol.mount_path, str(store.path(name)), True, what))
+                elif vol.optional:  # Kubernetes mounts an empty volume for a missing optional one
+                    mounts.append(Mount(vol.mount_path, "", True, f"{what} (absent, optional)"))
+                else:
+                    raise PlatformError(
+                        _missing(store, name, None, f"the volume at {vol.mount_path}")
+                    )
+            elif vol.kind == "volume":
+                name = check_name(_resolve(vol.name or {}, resolve, "volume"), "volume")
+                root = volumes_dir(home) / name
+                if not root.is_dir():
+                    raise PlatformError(
+                        f"volume {name!r} (mounted at {vol.mount_path}) does not exist in "
+                        f"{root.parent}: make it with kubernetes.CreatePVC(pvc_name={name!r}, "
+                        f"...) earlier in the pipeline, or mkdir {root}"
+                    )
+                source = root / vol.sub_path if vol.sub_path else root
+                what = f"volume {name!r}" + (
+                    f" (sub path {vol.sub_path!r})" if vol.sub_path else ""
+                )
+                mounts.append(Mount(vol.mount_path, str(source), what=what, owned=True))
+            else:
+                what = f"scratch volume {vol.scratch!r}"
+                if vol.memory:
+                    mounts.append(Mount(vol.mount_path, "", what=what, size=vol.size, owned=True))
+                else:
+                    scratch = workdir / "volumes" / vol.scratch
+                    mounts.append(
+                        Mount(vol.mount_path, str(scratch), what=what, fresh=True, owned=True)
+                    )
+        pod = pod_metadata(self, run_id=run_id, task_id=task_id, attempt=attempt)
+        env = {name: field_value(path, pod) for name, path in self.field_paths}
+        warnings: tuple[str, ...] = ()
+        if self.ignored:
+            warnings = (
+                f"task {task_name!r}: kfp-kubernetes settings with no meaning on one machine "
+                f"are ignored: {', '.join(self.ignored)}",
+            )
+        return TaskPlatform(
+            env=env,
+            env_files=tuple(env_files),
+            mounts=tuple(sorted(mounts, key=lambda m: m.target.rstrip("/").count("/"))),
+            pod=pod,
+            timeout=self.timeout,
+            warnings=warnings,
+            settings=self.raw,
+            sources=tuple(sources),
+        )
+
+
+def volumes_dir(home: Path) -> Path:
+    """Where volumes (PVCs) live: `$HEADWATER_HOME/volumes`."""
+    return Path(home) / "volumes"
+
+
+def pod_metadata(
+    settings: ExecutorSettings, *, run_id: str, task_id: int, attempt: int
+) -> dict[str, Any]:
+    """The metadata of the pod a task attempt would have had on KFP."""
+    return {
+        "name": f"{run_id}-{task_id}",
+        "namespace": NAMESPACE,
+        "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"headwater:{run_id}/{task_id}/{attempt}")),
+        "labels": {**settings.labels, **KFP_LABELS, "pipeline/runid": run_id},
+        "annotations": {**settings.annotations, **KFP_ANNOTATIONS},
+        "nodeName": socket.gethostname(),
+    }
+
+
+def field_value(path: str, pod: Mapping[str, Any]) -> str:
+    """The value of a Downward API field path for a pod (a missing label is '')."""
+    match = _SUBSCRIPT.match(path)
+    if match:
+        return str(pod[match.group(1)].get(match.group(2), ""))
+    if path.startswith("metadata."):
+        return str(pod[path.removeprefix("metadata.")])
+    return {
+        "spec.nodeName": str(pod["nodeName"]),
+        "spec.serviceAccountName": SERVICE_ACCOUNT,
+    }.get(path, "127.0.0.1")  # status.hostIP(s), status.podIP(s): one machine, one address
+
+
+def parse_settings(
+    platform: Mapping[str, Any], executors: Mapping[str, Mapping[str, Any]]
+) -> dict[str, ExecutorSettings]:
+    """The kfp-kubernetes settings of each executor label that has any.
+
+    Args:
+        platform: The platform document's `platforms` mapping.
+        executors: `deploymentSpec.executors` of the PipelineSpec (for CreatePVC/DeletePVC).
+
+    Raises:
+        PlatformError: A setting is malformed, or invalid wherever it runs (an unknown field
+            path, a relative or repeated mount path, a bad secret name or key).
+    """
+    result: dict[str, ExecutorSettings] = {}
+    for label, executor in executors.items():
+        image = str((executor.get("container") or {}).get("image", ""))
+        if image in OPERATIONS:
+            result[label] = ExecutorSettings(label, operation=OPERATIONS[image])
+    kubernetes = _mapping(platform.get("kubernetes"), "platforms.kubernetes")
+    deployment = _mapping(kubernetes.get("deploymentSpec"), "kubernetes.deploymentSpec")
+    where = "kubernetes.deploymentSpec.executors"
+    for label, config in _mapping(deployment.get("executors"), where).items():
+        if label not in result:
+            result[label] = _executor(label, _mapping(config, f"{where}.{label}"))
+    return result
+
+
+def _executor(label: str, config: Mapping[str, Any]) -> ExecutorSettings:
+    at = f"executor {label!r}"
+    env_sources = []
+    volumes = []
+    for kind, env_key, vol_key, name_key, key_key in (
+        (SECRET, "secretAsEnv", "secretAsVolume", "secretName", "secretKey"),
+        (CONFIG_MAP, "configMapAsEnv", "configMapAsVolume", "configMapName", "configMapKey"),
+    ):
+        for item in _items(config, env_key, at):
+            keys = tuple(
+                (check_key(str(m.get(key_key, "")), kind), _env_name(m.get("envVar"), at))
+                for m in _items(item, "keyToEnv", at)
+            )
+            name = _selector(item, name_key, kind, at)
+            env_sources.append(EnvSource(kind, name, keys, bool(item.get("optional", False))))
+        for item in _items(config, vol_key, at):
+            name = _selector(item, name_key, kind, at)
+            path = _mount_path(item, at)
+            volumes.append(VolumeSource(kind, path, name, bool(item.get("optional", False))))
+    for item in _items(config, "pvcMount", at):
+        name = _selector(item, "", "volume", at)
+        sub_path = str(item.get("subPath") or "")
+        if sub_path.startswith("/") or ".." in sub_path.split("/"):
+            raise PlatformError(f"{at}: subPath {sub_path!r} must be relative, without '..'")
+        volumes.append(VolumeSource("volume", _mount_path(item, at), name, sub_path=sub_path))
+    for key, memory_key in (("emptyDirMounts", "medium"), ("genericEphemeralVolume", "")):
+        for item in _items(config, key, at):
+            medium = str(item.get(memory_key, "")) if memory_key else ""
+            volumes.append(
+                VolumeSource(
+                    "scratch",
+                    _mount_path(item, at),
+                    memory=medium == "Memory",
+                    size=str(item.get("sizeLimit") or ""),
+                    scratch=str(item.get("volumeName") or f"scratch-{len(volumes)}"),
+                )
+            )
+    targets = [posixpath.normpath(v.mount_path) for v in volumes]
+    repeated = sorted({t for t in targets if targets.count(t) > 1})
+    if repeated:
+        raise PlatformError(f"{at}: mount path {repeated[0]!r} is used by more than one volume")
+    field_paths = []
+    for item in _items(config, "fieldPathAsEnv", at):
+        path = str(item.get("fieldPath", ""))
+        if path not in _PLAIN_FIELDS and not _SUBSCRIPT.match(path):
+            known = ", ".join(sorted(_PLAIN_FIELDS))
+            raise PlatformError(
+                f"{at}: field path {path!r} is not one Kubernetes exposes as an environment "
+                f"variable ({known}, metadata.labels['KEY'], metadata.annotations['KEY'])"
+            )
+        field_paths.append((_env_name(item.get("name"), at), path))
+    metadata = _mapping(config.get("podMetadata"), f"{at}.podMetadata")
+    ignored = tuple(sorted(_IGNORED.get(k, k) for k in config if k not in _EMULATED and config[k]))
+    timeout = config.get("activeDeadlineSeconds") or 0
+    try:
+        timeout = int(timeout)
+    except (TypeError, ValueError) as exc:
+        raise PlatformError(f"{at}: timeout {timeout!r} is not a number of seconds") from exc
+    return ExecutorSettings(
+        label,
+        env_sources=tuple(env_sources),
+        volumes=tuple(volumes),
+        field_paths=tuple(field_paths),
+        labels={str(k): str(v) for k, v in _mapping(metadata.get("labels"), at).items()},
+        annotations={str(k): str(v) for k, v in _mapping(metadata.get("annotations"), at).items()},
+        timeout=max(0, timeout),
+        ignored=ignored,
+        raw=config,
+    )
+
+
+def _operation(
+    kind: str, parameters: Mapping[str, Any], home: Path, task_name: str
+) -> TaskPlatform:
+    """Plan CreatePVC / DeletePVC, as KFP's driver runs them (k8s.go createPVC, deletePVC)."""
+    root = volumes_dir(home)
+    if kind == "delete":
+        name = check_name(str(parameters.get("pvc_name") or ""), "volume")
+        if not (root / name).is_dir():
+            raise PlatformError(f"cannot delete volume {name!r}: there is none in {root}")
+        return TaskPlatform(operation={"kind": kind, "root": str(root), "name": name})
+    fixed = str(parameters.get("pvc_name") or "")
+    suffix = str(parameters.get("pvc_name_suffix") or "")
+    if fixed and suffix:
+        raise PlatformError("CreatePVC takes pvc_name or pvc_name_suffix, not both")
+    # As KFP: a given name as is; otherwise a fresh UUID, followed by the suffix if any.
+    name = check_name(fixed or f"{uuid.uuid4()}{suffix}", "volume")
+    clone = ""
+    warnings: tuple[str, ...] = ()
+    source = parameters.get("data_source") or {}
+    if isinstance(source, Mapping) and source:
+        if source.get("kind") == "PersistentVolumeClaim":
+            clone = check_name(str(source.get("name") or ""), "volume")
+            if not (root / clone).is_dir():
+                raise PlatformError(
+                    f"CreatePVC data_source: there is no volume {clone!r} in {root}"
+                )
+        else:
+            warnings = (
+                f"task {task_name!r}: CreatePVC data_source of kind {source.get('kind')!r} is "
+                "ignored here (only PersistentVolumeClaim is copied): the volume starts empty",
+            )
+    operation = {"kind": kind, "root": str(root), "name": name, "clone": clone}
+    return TaskPlatform(operation=operation, warnings=warnings)
+
+
+def _resolve(selector: Mapping[str, Any], resolve: Callable[..., Any], kind: str) -> str:
+    try:
+        value = resolve(selector)
+    except HeadwaterError as exc:
+        raise PlatformError(f"cannot tell which {kind} to use: {exc}") from exc
+    if not isinstance(value, str) or not value:
+        raise PlatformError(f"the {kind} name resolved to {value!r}, not a name")
+    return value
+
+
+def _selector(item: Mapping[str, Any], name_key: str, kind: str, at: str) -> Mapping[str, Any]:
+    """The input selector naming the object, from the current field or the deprecated ones."""
+    param_key = f"{name_key}Parameter" if name_key else "pvcNameParameter"
+    if item.get(param_key):
+        selector = _mapping(item[param_key], f"{at}.{param_key}")
+    elif name_key and item.get(name_key):
+        selector = {"runtimeValue": {"constant": item[name_key]}}
+    elif item.get("constant"):
+        selector = {"runtimeValue": {"constant": item["constant"]}}
+    elif item.get("taskOutputParameter"):
+        selector = {"taskOutputParameter": item["taskOutputParameter"]}
+    elif item.get("componentInputParameter"):
+        selector = {"componentInputParameter": item["componentInputParameter"]}
+    else:
+        raise PlatformError(f"{at}: a {kind} setting names no {kind}")
+    constant = (selector.get("runtimeValue") or {}).get("constant")
+    if isinstance(constant, str) and "{{" not in constant:
+        check_name(constant, kind)
+    return selector
+
+
+def _mount_path(item: Mapping[str, Any], at: str) -> str:
+    path = str(item.get("mountPath") or "")
+    if not path.startswith("/") or ":" in path:
+        raise PlatformError(f"{at}: mount path {path!r} must be an absolute path without ':'")
+    return path
+
+
+def _env_name(value: Any, at: str) -> str:
+    if not isinstance(value, str) or not _ENV_NAME.match(value):
+        raise PlatformError(
+            f"{at}: {value!r} is not a valid environment variable name "
+            "(letters, digits, '_', '-' and '.', not starting with a digit)"
+        )
+    return value
+
+
+def _missing(store: LocalSecretStore, name: str, key: str | None, used_as: str) -> str:
+    flag = " --config-map" if store.kind == CONFIG_MAP else ""
+    example = f"{key or 'KEY'}=VALUE"
+    fix = f"add it with: headwater secrets set{flag} {name} {example}"
+    if not store.exists(name):
+        return f"{store.kind} {name!r} (for {used_as}) is not in {store.root}: {fix}"
+    keys = ", ".join(store.keys(name)) or "none"
+    return f"{store.kind} {name!r} has no key {key!r} (for {used_as}; its keys: {keys}): {fix}"
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PlatformError(
+            f"malformed platform spec: {where} should be a mapping, got {value!r:.60}"
+        )
+    return value
+
+
+def _items(config: Mapping[str, Any], key: str, at: str) -> list[Mapping[str, Any]]:
+    value = config.get(key) or []
+    if not isinstance(value, list):
+        raise PlatformError(f"malformed platform spec: {at}.{key} should be a list")
+    return [_mapping(v, f"{at}.{key}[{i}]") for i, v in enumerate(value)]
