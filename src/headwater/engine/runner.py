@@ -6,11 +6,12 @@ interrupted run, reusing every task that succeeded.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater import config
 from headwater.caching.base import TaskCache
@@ -25,6 +26,9 @@ from headwater.metadata.base import MetadataStore
 from headwater.spec.ir import PipelineIR
 from headwater.spec.loader import load_pipeline
 from headwater.spec.types import coerce, protojson
+
+if TYPE_CHECKING:
+    from headwater.artifacts.base import ArtifactStore
 
 __all__ = ["Run", "TaskInfo", "bind_arguments", "resume", "run", "run_ir"]
 
@@ -84,12 +88,45 @@ def _artifact_arguments(ir: PipelineIR, arguments: Mapping[str, Any]) -> dict[st
             {
                 "name": name,
                 "type": {"schemaTitle": adef.schema_title, "schemaVersion": adef.schema_version},
-                "uri": str(u.get("uri") if isinstance(u, dict) else u),
+                "uri": _local_uri(name, str(u.get("uri") if isinstance(u, dict) else u)),
                 "metadata": dict(u.get("metadata") or {}) if isinstance(u, dict) else {},
             }
             for u in uris
         ]
     return result
+
+
+def _local_uri(name: str, uri: str) -> str:
+    """A local input artifact as an absolute path, refused before the run if it is not there.
+
+    Tasks run in their own directories, so a relative path is taken from where the run starts.
+    Remote URIs are checked later, through the artifact store (`_check_remote_inputs`).
+    """
+    from headwater.artifacts import is_remote_uri
+
+    if is_remote_uri(uri):
+        return uri
+    path = uri.removeprefix("file://")
+    if not os.path.lexists(path):
+        raise ParameterError(
+            f"input artifact {name!r}: {uri!r} does not exist; pass the path of an existing file "
+            f"or directory (or an s3:// or gs:// URI) with --param {name}=PATH"
+        )
+    return os.path.abspath(path) if uri == path else "file://" + os.path.abspath(path)
+
+
+def _check_remote_inputs(artifacts: ArtifactStore, inputs: Mapping[str, Any]) -> None:
+    """Remote input artifacts must exist too: one existence check each, before the run."""
+    from headwater.artifacts import is_remote_uri
+
+    for name, entries in inputs.items():
+        for entry in entries:
+            uri = entry["uri"]
+            if is_remote_uri(uri) and not artifacts.exists(uri):
+                raise ParameterError(
+                    f"input artifact {name!r}: nothing is at {uri!r}; pass the URI of an "
+                    "existing object or prefix"
+                )
 
 
 def run(
@@ -200,6 +237,7 @@ def run_ir(
     root = pipeline_root or config.pipeline_root()
     artifacts = store_for(root)
     artifacts.check()
+    _check_remote_inputs(artifacts, input_artifacts)
     resuming = run_id is not None
     run_id = run_id or str(uuid.uuid4())
     created = datetime.now(timezone.utc)
