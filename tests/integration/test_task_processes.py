@@ -159,3 +159,56 @@ def test_accelerator_task_gets_what_there_is_on_a_machine_with_fewer_gpus(
 
     strict = run_failed(headwater.run("task_gpu", "--strict-resources", params={"gpus": "3"}))
     assert "(it has 2)" in strict["tasks"][0]["error"]["message"]
+
+
+# --- streaming task output -------------------------------------------------------------------
+
+#: Runs the CLI in this interpreter and, at exit, writes its peak resident memory (VmHWM, kB).
+PEAK_RSS_WRAPPER = """
+import atexit, runpy, sys
+
+def report(path=sys.argv[1]):
+    with open("/proc/self/status") as f:
+        peak = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+    with open(path, "w") as f:
+        f.write(peak)
+
+atexit.register(report)
+sys.argv = ["headwater", *sys.argv[2:]]
+runpy.run_module("headwater", run_name="__main__", alter_sys=True)
+"""
+
+
+def verbose_run_peak_rss(cli: Cli, tmp_path: Path, megabytes: int) -> tuple[int, Path]:
+    """Run task_chatty with -v; return (peak RSS of the CLI process in bytes, its stderr file)."""
+    peak_file = tmp_path / f"peak-{megabytes}.txt"
+    stderr_file = tmp_path / f"stderr-{megabytes}.txt"
+    argv = [sys.executable, "-c", PEAK_RSS_WRAPPER, str(peak_file), "run", "-v"]
+    argv += [pipeline("task_chatty"), "--param", f"megabytes={megabytes}"]
+    with stderr_file.open("wb") as err:
+        proc = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=err, env=cli.env, cwd=cli.cwd, timeout=300
+        )
+    assert proc.returncode == 0, stderr_file.read_bytes()[-2000:]
+    return int(peak_file.read_text()) * 1024, stderr_file
+
+
+def last_lines(path: Path, size: int = 4096) -> list[str]:
+    with path.open("rb") as fh:
+        fh.seek(max(0, path.stat().st_size - size))
+        return fh.read().decode("utf-8", "replace").splitlines()
+
+
+@linux_only
+def test_verbose_streams_a_large_log_in_bounded_memory(headwater: Cli, tmp_path: Path) -> None:
+    small, _ = verbose_run_peak_rss(headwater, tmp_path, 1)
+    large, stderr_file = verbose_run_peak_rss(headwater, tmp_path, 150)
+
+    # Every line came through, in order, each prefixed by its task's name.
+    tail = last_lines(stderr_file)
+    assert "chatty | chatty-done" in tail
+    last_numbered = [line for line in tail if line.startswith("chatty | line ")][-1]
+    assert last_numbered.startswith(f"chatty | line {150 * 10_000 - 1:012d} ")
+    assert stderr_file.stat().st_size > 150 * 10**6
+    # 150 MB went through the CLI; its memory grew by a small fraction of that, at most.
+    assert large - small < 40 * 2**20, f"peak RSS {small / 2**20:.0f} -> {large / 2**20:.0f} MiB"

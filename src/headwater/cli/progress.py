@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
 from headwater.engine.hooks import RunHooks
@@ -16,6 +17,11 @@ if TYPE_CHECKING:
     from headwater.task import Launch
 
 LOG_TAIL_LINES = 20
+#: How much of a task log `-v` reads at a time, and at most per task per tick while the task
+#: runs (the rest follows on later ticks, and all of it when the task ends): memory stays
+#: bounded whatever a task prints, and a chatty task cannot hold up the engine's loop.
+STREAM_CHUNK = 256 * 1024
+STREAM_TICK_BUDGET = 4 * STREAM_CHUNK
 
 
 def log_tail(path: str | None, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -45,8 +51,7 @@ class ConsoleReporter(RunHooks):
         self.live = self.stream.isatty() if live is None else live
         self.verbose = verbose
         self._started = time.monotonic()
-        self._offsets: dict[str, int] = {}
-        self._logs: dict[str, str] = {}
+        self._logs: dict[str, _LogFollower] = {}
         self._status_shown = False
 
     def _write(self, line: str) -> None:
@@ -62,7 +67,8 @@ class ConsoleReporter(RunHooks):
         self._write(f"headwater: logs in {run.run_dir / 'tasks'}")
 
     def before_task(self, *, run: Run, launch: Launch) -> None:
-        self._logs[launch.name] = str(launch.log_path)
+        if self.verbose:
+            self._logs[launch.name] = _LogFollower(str(launch.log_path))
         if not self.live:
             attempt = f" (attempt {launch.attempt})" if launch.attempt > 1 else ""
             self._write(f"  started   {launch.name}{attempt}")
@@ -107,26 +113,65 @@ class ConsoleReporter(RunHooks):
         self._status_shown = True
 
     def _stream_log(self, name: str, *, final: bool) -> None:
-        if not self.verbose or name not in self._logs:
+        follower = self._logs.get(name)
+        if follower is None:
             return
-        path = self._logs[name]
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(self._offsets.get(name, 0))
-                data = fh.read()
-        except OSError:
-            return
-        if not final:
-            cut = data.rfind(b"\n") + 1
-            data = data[:cut]
-        self._offsets[name] = self._offsets.get(name, 0) + len(data)
-        for line in data.decode("utf-8", "replace").splitlines():
-            self._write(f"{name} | {line}")
+        prefix = f"{name} | "
+        for lines in follower.read(final=final):
+            self._write_block("".join(f"{prefix}{line}\n" for line in lines))
         if final:
-            self._logs.pop(name, None)
-            self._offsets.pop(name, None)
+            del self._logs[name]
+
+    def _write_block(self, text: str) -> None:
+        """Write whole lines at once (a chunk of a task's output), below the status line."""
+        if self._status_shown:
+            self.stream.write("\r\033[K")
+            self._status_shown = False
+        self.stream.write(text)
+        self.stream.flush()
 
     def after_run(self, *, run: Run) -> None:
         counts = run.counts()
         shown = ", ".join(f"{v} {k.lower()}" for k, v in counts.items() if v)
         self._write(f"headwater: run {run.run_id} {run.state} in {run.duration:.2f}s ({shown})")
+
+
+class _LogFollower:
+    """Reads a growing task log in bounded chunks and hands out its complete lines."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""  # the start of a line not ended yet (at most STREAM_CHUNK bytes)
+
+    def read(self, *, final: bool) -> Iterator[list[str]]:
+        """Yield the lines written since the last call, a chunk's worth at a time.
+
+        While the task runs, at most STREAM_TICK_BUDGET bytes are read and a line not ended
+        yet is kept for later; with `final` (the task ended) everything is read, to the end.
+        A line longer than STREAM_CHUNK is handed out in pieces of that size.
+        """
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 -- closed below, after the last chunk
+        except OSError:
+            return
+        with fh:
+            fh.seek(self.offset)
+            budget = None if final else STREAM_TICK_BUDGET
+            while budget is None or budget > 0:
+                chunk = fh.read(STREAM_CHUNK)
+                if not chunk:
+                    break
+                self.offset += len(chunk)
+                if budget is not None:
+                    budget -= len(chunk)
+                data = self.partial + chunk
+                cut = data.rfind(b"\n") + 1
+                if cut == 0 and len(data) >= STREAM_CHUNK:
+                    cut = len(data)  # one very long line: pass it on in pieces
+                self.partial = data[cut:]
+                if cut:
+                    yield data[:cut].decode("utf-8", "replace").splitlines()
+        if final and self.partial:
+            yield self.partial.decode("utf-8", "replace").splitlines()
+            self.partial = b""
