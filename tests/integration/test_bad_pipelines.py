@@ -7,12 +7,15 @@ traceback, no run in `runs list`, no run directory.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from cli_harness import Cli, CliResult, pipeline, run_ok
+from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -171,6 +174,35 @@ def test_input_artifact_that_does_not_exist(headwater: Cli, tmp_path: Path, pref
     missing = f"{prefix}{tmp_path / 'no-such-data.txt'}"
     result = headwater.run("bad_inputs", params={"data": missing})
     refused(headwater, result, f"input artifact 'data': {missing!r} does not exist")
+
+
+@pytest.fixture
+def s3_cli(headwater: Cli, s3_env: S3Server) -> Cli:  # noqa: F811
+    """The CLI with the AWS environment `s3_env` set (and nothing else of AWS's)."""
+    pytest.importorskip("s3fs")
+    for name in [n for n in headwater.env if n.startswith("AWS_")]:
+        del headwater.env[name]
+    headwater.env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
+    return headwater
+
+
+def test_remote_input_artifact_that_does_not_exist(
+    s3_cli: Cli,
+    s3_env: S3Server,  # noqa: F811
+    s3_bucket: str,  # noqa: F811
+) -> None:
+    with contextlib.closing(s3_env.client()) as client:
+        client.put_object(Bucket=s3_bucket, Key="inputs/data.txt", Body=b"s3\n")
+    present = run_ok(s3_cli.run("bad_inputs", params={"data": f"s3://{s3_bucket}/inputs/data.txt"}))
+    assert present["outputs"] == {"Output": "S3"}
+    missing = f"s3://{s3_bucket}/inputs/nothing.txt"
+    result = s3_cli.run("bad_inputs", params={"data": missing})
+    assert result.returncode == 2, result.describe()
+    assert result.stderr.strip().splitlines() == [
+        f"headwater: error: input artifact 'data': nothing is at {missing!r}; pass the URI of "
+        "an existing object or prefix"
+    ]
+    assert len(s3_cli.runs()) == 1  # only the run that had its input
 
 
 def test_relative_input_artifact_is_taken_from_the_working_directory(
