@@ -5,6 +5,8 @@ for the task process: it computes a task's outputs from its ExecutorInput with a
 function per component (`FAKES`), and hands back the output artifacts the launch allocated.
 """
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -14,7 +16,8 @@ from kfp import dsl
 from kfp.dsl import Dataset, Input, Output
 
 from headwater.engine.runner import bind_arguments
-from headwater.engine.state import RunContext, RunStateMachine, TaskRun
+from headwater.engine.state import RunContext, RunStateMachine, TaskRun, task_dir
+from headwater.spec.ir import PipelineIR, parse_pipeline
 from headwater.spec.loader import ir_from_component
 from headwater.task import Launch, Outputs, TaskError, TaskResult, TaskState
 
@@ -1001,10 +1004,11 @@ def test_loop_iterations_get_their_own_directories(
         for launch in m.ready()
     ]
     root = f"{context.pipeline_root}/loop-artifacts/run-1"
-    assert uris == [
-        f"{root}/make-data_0_/data",
-        f"{root}/make-data_1_/data",
-        f"{root}/make-data_2_/data",
+    assert uris == [f"{root}/{task_dir(f'make-data[{i}]')}/data" for i in range(3)]
+    assert [uri.split("/")[-2][: len("make-data_0_")] for uri in uris] == [
+        "make-data_0_",
+        "make-data_1_",
+        "make-data_2_",
     ]
 
 
@@ -1150,4 +1154,229 @@ def test_nested_pipeline_input_defaults(make_machine: MachineFactory) -> None:
     (launch,) = m.ready()
     assert params_of(launch) == {"a": 1, "b": 5}
     m.finish(execute(launch, FAKES))
+    assert m.outputs() == {"Output": 6}
+
+
+# -- names that sanitise alike ----------------------------------------------------------------
+
+
+@dsl.component(base_image=IMAGE)
+def pair_data(a: Input[Dataset], b: Input[Dataset]) -> str:
+    return a.uri + "|" + b.uri
+
+
+@dsl.pipeline
+def twins() -> str:
+    first = make_data(text="first")
+    second = make_data(text="second")
+    return pair_data(a=first.outputs["data"], b=second.outputs["data"]).output
+
+
+def renamed(pipeline: Any, names: dict[str, str]) -> PipelineIR:
+    """The pipeline's IR with tasks renamed, as a hand-written IR may name them."""
+    text = json.dumps(ir_from_component(pipeline).raw)
+    for old, new in names.items():
+        text = text.replace(json.dumps(old), json.dumps(new))
+    return parse_pipeline(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("make a", "make_a"),
+        ("make-a", "Make-A"),
+        ("a/b", "a_b"),
+        ("..", "make-a"),
+        ("make-a[0]", "make-a_0_"),
+    ],
+    ids=["space-underscore", "letter-case", "slash", "dot-dot", "brackets"],
+)
+def test_tasks_whose_names_sanitise_alike_get_their_own_directories(
+    context: RunContext, first: str, second: str
+) -> None:
+    ir = renamed(twins, {"make-data": first, "make-data-2": second})
+    m = RunStateMachine(ir, {}, context)
+    launches = {launch.name: launch for launch in m.ready()}
+    assert set(launches) == {first, second}
+    dirs = [launches[n].workdir for n in (first, second)]
+    uris = [
+        launches[n].executor_input["outputs"]["artifacts"]["data"]["artifacts"][0]["uri"]
+        for n in (first, second)
+    ]
+    assert len({str(d).lower() for d in dirs}) == 2  # distinct even where case is ignored
+    assert len({u.lower() for u in uris}) == 2
+    for workdir in dirs:
+        assert workdir.parent == context.run_dir / "tasks"
+        assert not workdir.name.startswith(".")
+    for launch in launches.values():
+        m.finish(execute(launch, FAKES))
+    (paired,) = m.ready()
+    inputs = paired.executor_input["inputs"]["artifacts"]
+    assert [inputs[slot]["artifacts"][0]["uri"] for slot in ("a", "b")] == uris
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("train", "train"),
+        ("inner.train", "inner.train"),
+        ("make-data-2", "make-data-2"),
+    ],
+    ids=["plain", "nested", "numbered"],
+)
+def test_plain_task_names_are_their_own_directories(name: str, expected: str) -> None:
+    assert task_dir(name) == expected
+
+
+def test_other_task_names_keep_a_readable_prefix() -> None:
+    assert re.fullmatch(r"make_a_[0-9a-f]{8}", task_dir("make a"))
+    assert re.fullmatch(r"train_3_[0-9a-f]{8}", task_dir("train[3]"))
+    assert task_dir("make a") != task_dir("make_a")
+    assert len(task_dir("x" * 1000)) < 120
+
+
+# -- failures with a reason -------------------------------------------------------------------
+
+
+@dsl.pipeline
+def gated(x: int = 1):
+    with dsl.If(x == 1):
+        echo(text="gated")
+
+
+def with_condition(pipeline: Any, expression: str) -> PipelineIR:
+    doc = ir_from_component(pipeline).raw
+    doc = json.loads(json.dumps(doc))
+    doc["root"]["dag"]["tasks"]["condition-1"]["triggerPolicy"]["condition"] = expression
+    return parse_pipeline(doc)
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("inputs.parameter_values['nope'] == 1.0", "nope"),
+        ("int(inputs.parameter_values['pipelinechannel--x']) / 0 == 1", "divide by zero"),
+        ("inputs.parameter_values['pipelinechannel--x']", "not a bool"),
+    ],
+    ids=["missing-key", "division-by-zero", "not-boolean"],
+)
+def test_condition_failing_at_run_time_gives_its_reason(
+    context: RunContext, expression: str, reason: str
+) -> None:
+    m = RunStateMachine(with_condition(gated, expression), {"x": 1}, context)
+    assert m.done
+    assert m.state is TaskState.FAILED
+    [entry] = m.report()
+    assert (entry.name, entry.state, entry.task) == ("echo", TaskState.FAILED, None)
+    assert entry.error is not None
+    assert entry.error.error_type == "ConditionError"
+    assert reason in entry.error.message
+    assert m.error() == entry.error
+
+
+def test_run_error_is_the_first_failure_not_its_echoes(make_machine: MachineFactory) -> None:
+    m = make_machine(fan_in)
+    first, second = m.ready()
+    m.finish(failure(first, "the cause"))
+    m.interrupt("stopped")
+    error = m.error()
+    assert error is not None
+    assert (error.task, error.message) == (first.name, "the cause")
+    reported = {e.name: e.error for e in m.report()}
+    assert reported[second.name] is not None
+    assert reported[second.name].message == "stopped"
+    assert reported["double"] is None  # canceled, not failed
+
+
+def test_loop_item_of_the_wrong_type_fails_the_loop_with_its_reason(
+    context: RunContext,
+) -> None:
+    doc = json.loads(json.dumps(ir_from_component(loop_constants).raw))
+    [loop] = doc["root"]["dag"]["tasks"].values()
+    loop["parameterIterator"]["items"]["raw"] = '["one", "two"]'
+    m = RunStateMachine(parse_pipeline(doc), {"offset": 1}, context)
+    assert m.done
+    assert m.state is TaskState.FAILED
+    [entry] = m.report()
+    assert entry.name == "add"
+    assert entry.error is not None
+    assert "'one'" in entry.error.message
+
+
+def test_success_without_outputs_is_a_success_with_none(make_machine: MachineFactory) -> None:
+    m = make_machine(shapes)
+    (made,) = m.ready()
+    m.finish(TaskResult(made.task_id))
+    assert task_named(m, "make-data").state is TaskState.SUCCEEDED
+
+
+# -- exit handlers that are pipelines ---------------------------------------------------------
+
+
+@dsl.pipeline
+def notify(text: str = "notified"):
+    echo(text=text)
+    double(x=2)
+
+
+@dsl.pipeline
+def guarded_by_pipeline(fail: bool = True):
+    with dsl.ExitHandler(notify()):
+        work(fail=fail)
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["body-failed", "body-succeeded"])
+def test_exit_handler_that_is_a_pipeline_runs_after_a_failure(
+    make_machine: MachineFactory, fail: bool
+) -> None:
+    m = make_machine(guarded_by_pipeline, {"fail": fail})
+    batches = run_all(m)
+    assert batches == [["work"], ["notify.double", "notify.echo"]]
+    assert states(m) == {
+        "work": "FAILED" if fail else "SUCCEEDED",
+        "notify.echo": "SUCCEEDED",
+        "notify.double": "SUCCEEDED",
+    }
+    assert m.state is (TaskState.FAILED if fail else TaskState.SUCCEEDED)
+
+
+def test_failure_inside_a_pipeline_exit_handler_cancels_its_own_rest(
+    make_machine: MachineFactory,
+) -> None:
+    @dsl.pipeline
+    def notify_chain():
+        first = work(fail=True)
+        echo(text=first.output)
+
+    @dsl.pipeline
+    def guarded_by_chain():
+        with dsl.ExitHandler(notify_chain()):
+            work(fail=True)
+
+    m = make_machine(guarded_by_chain)
+    run_all(m)
+    assert states(m) == {
+        "work": "FAILED",
+        "notify-chain.work": "FAILED",
+        "notify-chain.echo": "CANCELED",
+    }
+
+
+# -- pipeline outputs whose value does not fit the declared type ------------------------------
+
+
+@dsl.pipeline
+def collected_in_condition(flag: bool = True) -> list:
+    with dsl.If(flag == True):  # noqa: E712 (a pipeline channel, not a bool)
+        picked = double(x=3)
+    return dsl.Collected(picked.output)
+
+
+def test_output_that_does_not_fit_its_type_is_passed_through(
+    make_machine: MachineFactory,
+) -> None:
+    m = make_machine(collected_in_condition)
+    assert m.ir.root.interface.output_parameters["Output"].type == "LIST"
+    run_all(m)
+    assert m.state is TaskState.SUCCEEDED
     assert m.outputs() == {"Output": 6}

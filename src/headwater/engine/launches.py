@@ -1,0 +1,130 @@
+"""Building what an executor gets for one attempt of one task: its `Launch`, built once.
+
+A launch is complete when it leaves here: the run's package path comes from the `RunContext`,
+and what the scheduler decides later (the cache key, the devices a task is given) is kept by
+the engine, not written into the launch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from headwater.engine.tree import RunContext, TaskRun
+from headwater.spec.ir import PipelineIR
+from headwater.spec.placeholders import resolve_value
+from headwater.spec.types import protojson
+from headwater.task import Launch, Outputs
+
+#: Task names kept as they are for a directory: KFP's own task-name alphabet (plus the dots of
+#: nested pipelines), never `.` or `..`, never two names that differ only in letter case.
+_PLAIN = re.compile(r"[a-z0-9][a-z0-9.-]{0,127}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
+
+
+def task_dir(name: str) -> str:
+    """A readable directory name for the task whose display name is `name`, unique per name.
+
+    A plain name (`train`, `inner.train`) is used as is. Any other name (`make a`, `make_a`,
+    `train[3]`, `Train`) becomes its sanitised form plus `_` and a hash of the exact name, so
+    two names that sanitise alike (`make a`, `make_a`) never share a directory, and no hashed
+    name equals a plain one (plain names have no `_`).
+    """
+    if _PLAIN.fullmatch(name):
+        return name
+    readable = _UNSAFE.sub("_", name)[:100].strip("_").lstrip(".")
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return f"{readable}_{digest}"
+
+
+def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
+    """The launch of `task`'s next attempt (its inputs are resolved).
+
+    Raises:
+        UserError: A placeholder in the container's env or resources does not resolve, or a
+            resource quantity is malformed.
+    """
+    from headwater.engine.resources import resource_request
+
+    iface = task.component.interface
+    label = task.component.executor_label or ""
+    container = dict(ir.executors[label]["container"])
+    where = task_dir(task.name)
+    workdir = context.run_dir / "tasks" / where
+    root = context.pipeline_root.rstrip("/")
+    parts = (ir.name, context.run_id, where)
+    uri = context.artifact_uri or (lambda *p: "/".join((root, *p)))
+    executor_input: dict[str, Any] = {
+        "inputs": {
+            "parameterValues": task.parameters,
+            "artifacts": {n: {"artifacts": a} for n, a in task.artifacts.items()},
+        },
+        "outputs": {
+            "parameters": {
+                n: {"outputFile": str(workdir / "outputs" / n)} for n in iface.output_parameters
+            },
+            "artifacts": {
+                n: {
+                    "artifacts": [
+                        {
+                            "name": n,
+                            "type": {
+                                "schemaTitle": a.schema_title,
+                                "schemaVersion": a.schema_version,
+                            },
+                            "uri": uri(*parts, n),
+                            "metadata": {},
+                        }
+                    ]
+                }
+                for n, a in iface.output_artifacts.items()
+            },
+            "outputFile": str(workdir / "executor_output.json"),
+        },
+    }
+    ctx = context.placeholders(task, executor_input)
+    env = {str(e["name"]): str(e.get("value", "")) for e in container.get("env") or []}
+    env = {k: str(resolve_value(v, ctx)) for k, v in env.items()}
+    return Launch(
+        task_id=task.id,
+        name=task.name,
+        component=task.spec.component,
+        executor_label=label,
+        container=container,
+        executor_input=executor_input,
+        placeholders=ctx,
+        workdir=workdir,
+        log_path=workdir / "log.txt",
+        env=env,
+        resources=resource_request(container.get("resources") or {}, ctx),
+        output_types={n: p.type for n, p in iface.output_parameters.items()},
+        attempt=task.attempts,
+        cache_enabled=task.spec.enable_cache,
+        cache_key=task.spec.cache_key,
+        python_path=context.python_path,
+    )
+
+
+def imported(context: RunContext, task: TaskRun, importer: Mapping[str, Any]) -> Outputs | None:
+    """The outputs of an importer task: its one artifact, or None when it has no URI."""
+    ctx = context.placeholders(task)
+    uri_spec = importer.get("artifactUri") or {}
+    if "constant" in uri_spec:
+        uri = resolve_value(uri_spec["constant"], ctx)
+    else:
+        uri = task.parameters.get("uri")
+    if not uri:
+        return None
+    type_ = importer.get("typeSchema") or {}
+    artifact = {
+        "name": "artifact",
+        "type": {
+            "schemaTitle": type_.get("schemaTitle", "system.Artifact"),
+            "schemaVersion": type_.get("schemaVersion", "0.0.1"),
+        },
+        "uri": str(uri),
+        "metadata": resolve_value(protojson(importer.get("metadata") or {}), ctx),
+    }
+    return Outputs(artifacts={"artifact": [artifact]})
