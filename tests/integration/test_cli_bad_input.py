@@ -152,6 +152,14 @@ def test_compile_onto_an_unwritable_output_is_one_line(
     assert str(out) in line
 
 
+def test_compile_of_a_file_that_exits_is_one_line(headwater: Cli, tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+    line = one_line(headwater("compile", str(script), "-o", str(tmp_path / "out.yaml")))
+    assert "sys.exit(3)" in line
+    assert not (tmp_path / "out.yaml").exists()
+
+
 def test_compile_writes_the_ir(headwater: Cli, tmp_path: Path) -> None:
     out = tmp_path / "ir" / "lineage.yaml"
     result = headwater("compile", pipeline("storage_lineage"), "-o", str(out))

@@ -57,6 +57,11 @@ def compile(pipeline: Any, output: str | Path, *, pipeline_name: str | None = No
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
         os.close(fd)
         os.chmod(tmp, mode)  # mkstemp makes it 0600
+    except (FileExistsError, NotADirectoryError) as exc:  # a parent is a file
+        raise InvalidArgumentError(
+            f"cannot write {str(output)!r}: {str(exc.filename)!r} is not a directory: "
+            "choose another path"
+        ) from exc
     except OSError as exc:
         raise InvalidArgumentError(
             f"cannot write {str(output)!r}: {exc.strerror or exc}: choose a writable path"

@@ -50,10 +50,12 @@ def _read_only_dir(tmp_path: Path) -> Path:
             marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere"),
         ),
         pytest.param(lambda tmp: tmp / "out.txt", id="suffix"),
+        pytest.param(lambda tmp: tmp / "file" / "out.yaml", id="parent-is-a-file"),
     ],
 )
 def test_unwritable_output_is_one_clear_error(tmp_path: Path, target: object) -> None:
     (tmp_path / "dir.yaml").mkdir()
+    (tmp_path / "file").write_text("")
     out = target(tmp_path)  # type: ignore[operator]
     with pytest.raises(InvalidArgumentError) as caught:
         headwater.compile(PIPELINE, out)

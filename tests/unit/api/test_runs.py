@@ -201,6 +201,20 @@ def test_a_newer_schema_is_refused_by_readers(seeded: Callable[..., Seeded]) -> 
         headwater.list_runs()
 
 
+def test_an_older_schema_is_refused_by_readers_and_left_alone(
+    seeded: Callable[..., Seeded], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from headwater.metadata import migrations
+
+    made = seeded()
+    before = made.db.read_bytes()
+    # As if this Headwater had a newer revision than the one the store was made at.
+    monkeypatch.setattr(migrations, "HEAD", "0002_next")
+    with pytest.raises(StorageError, match=r"older schema .*`headwater run`"):
+        headwater.list_runs()
+    assert made.db.read_bytes() == before
+
+
 def test_tables_that_are_not_ours_are_refused(tmp_path: Path) -> None:
     db = tmp_path / "other.db"
     with sqlite3.connect(db) as conn:
