@@ -38,6 +38,10 @@ class Condition:
             raise ConditionError(
                 f"condition {self.expression!r} failed: {exc.args[0] if exc.args else exc}"
             ) from exc
+        except RecursionError as exc:
+            raise ConditionError(
+                f"condition {self.expression!r:.80} nests too deeply to evaluate: simplify it"
+            ) from exc
         if isinstance(result, celpy.evaluation.CELEvalError):
             raise ConditionError(f"condition {self.expression!r} failed: {result.args[0]}")
         if not isinstance(result, bool | celpy.celtypes.BoolType):
@@ -77,7 +81,14 @@ def compile_condition(expression: str, *, task: str) -> Condition:
     env = celpy.Environment()
     try:
         ast = env.compile(expression)
+        if _depth(ast) > MAX_DEPTH:
+            raise RecursionError  # refused here, not when a run evaluates it
         program = env.program(ast)
+    except RecursionError as exc:
+        raise ConditionError(
+            f"task {task!r} has a condition that nests too deeply ({len(expression)} "
+            f"characters; at most {MAX_DEPTH} levels of syntax): simplify it"
+        ) from exc
     except celpy.celparser.CELParseError as exc:
         lines = str(exc).splitlines()
         column = lines[1].index("^") + 1 if len(lines) > 1 and "^" in lines[1] else None
@@ -89,3 +100,20 @@ def compile_condition(expression: str, *, task: str) -> Condition:
             f"task {task!r} has a condition that is not valid CEL{where}: {expression!r}; {hint}"
         ) from exc
     return Condition(expression, program)
+
+
+#: Deepest syntax tree a condition may have. cel-python evaluates recursively, a few frames a
+#: level, and fails past ~500 levels; what the KFP compiler writes (nested dsl.If, `&&` chains)
+#: stays under 100.
+MAX_DEPTH = 300
+
+
+def _depth(tree: Any) -> int:
+    """Depth of a lark syntax tree, without recursion."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in getattr(node, "children", ()))
+    return deepest

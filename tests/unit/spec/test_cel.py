@@ -224,3 +224,18 @@ def test_condition_evaluates_repeatedly_with_different_values() -> None:
     results = [condition.evaluate({"pipelinechannel--x": x}) for x in (1, 6, 2, 7)]
     assert results == [False, True, False, True]
     assert condition.expression == X_GT_5
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["(" * 3000 + "true" + ")" * 3000, "!" * 5000 + "true", "1 == 1 && " * 2000 + "true"],
+    ids=["parentheses", "negations", "long-and-chain"],
+)
+def test_compile_refuses_deep_expressions_in_one_error(expression: str) -> None:
+    with pytest.raises(ConditionError, match="task 'gate' has a condition that nests too deeply"):
+        compile_condition(expression, task="gate")
+
+
+def test_nesting_the_compiler_writes_still_compiles() -> None:
+    expression = " && ".join(["(" * 20 + "1 == 1" + ")" * 20] * 30)
+    assert compile_condition(expression, task="gate").evaluate({})
