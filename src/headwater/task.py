@@ -71,9 +71,14 @@ class ResourceRequest:
     accelerator_type: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Launch:
-    """Everything an executor needs to run one attempt of one executor task."""
+    """Everything an executor needs to run one attempt of one executor task.
+
+    Built once, by the engine, when the attempt becomes ready; nothing changes it afterwards.
+    What the scheduler decides later travels beside it: the engine keeps the task's cache key,
+    and a task given devices is handed a copy with them (`dataclasses.replace`).
+    """
 
     task_id: int
     name: str
@@ -90,11 +95,10 @@ class Launch:
     attempt: int = 1
     cache_enabled: bool = False
     cache_key: str = ""
+    #: Directories of installed `packages_to_install`, put on the task's import path.
     python_path: tuple[str, ...] = ()
-    #: The task's cache key, set by the engine before the cache lookup ('' = not computed).
-    fingerprint: str = ""
-    #: Set by the scheduler when it hands the task devices (CUDA_VISIBLE_DEVICES); not part of
-    #: the task's identity, so not of its cache key.
+    #: The devices the scheduler gave the task (CUDA_VISIBLE_DEVICES); not part of the task's
+    #: identity, so not of its cache key.
     device_env: dict[str, str] = field(default_factory=dict)
 
 

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,6 +134,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UserError("headwater run needs a PIPELINE file (or --resume RUN_ID)")
     metadata = args.run_metadata_url or args.metadata_url
     reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
+    # SIGTERM stops a run as Ctrl-C does: its tasks stopped, the run recorded INTERRUPTED.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     # The fork server warms up on the other core while this one loads the pipeline.
     executor = LocalExecutor()
     try:
@@ -165,11 +168,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
     finally:
         executor.shutdown(kill=True)
+        signal.signal(signal.SIGTERM, previous)
+    if result.error is not None:
+        err = result.error
+        # A task that never ran (a condition that failed to evaluate) has no log to stream,
+        # and the run itself (its record unwritable) is no task: say why even with -v.
+        what = f"task {err.task!r}" if err.task else f"run {result.run_id}"
+        print(f"headwater: {what} failed: {err.error_type}: {err.message}", file=sys.stderr)
     if result.error is not None and not args.verbose:
         err = result.error
-        print(
-            f"headwater: task {err.task!r} failed: {err.error_type}: {err.message}", file=sys.stderr
-        )
         tail = log_tail(err.log_path)
         if tail:
             print(f"headwater: last lines of {err.log_path}:", file=sys.stderr)
@@ -181,6 +188,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for name, value in result.outputs.items():
             print(f"{name} = {json.dumps(value, default=str)}")
     return EXIT_OK if result.succeeded else EXIT_FAILED
+
+
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:

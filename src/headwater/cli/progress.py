@@ -134,6 +134,8 @@ class ConsoleReporter(RunHooks):
         counts = run.counts()
         shown = ", ".join(f"{v} {k.lower()}" for k, v in counts.items() if v)
         self._write(f"headwater: run {run.run_id} {run.state} in {run.duration:.2f}s ({shown})")
+        if run.state == "INTERRUPTED":
+            self._write(f"headwater: resume it with: headwater run --resume {run.run_id}")
 
 
 class _LogFollower:

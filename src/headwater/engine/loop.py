@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from headwater.caching.base import TaskCache
 from headwater.engine.hooks import RunHooks
 from headwater.engine.resources import ResourcePool
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunStateMachine
-from headwater.errors import UserError
+from headwater.errors import EngineError, UserError
 from headwater.executors.base import Executor
 from headwater.task import Launch, TaskError, TaskResult, TaskState
 
+#: What tasks running when the engine stops are told, and recorded with.
+INTERRUPTED = "the engine was interrupted"
+
 
 class EngineLoop:
-    """The engine's main loop: admit ready tasks, wait for results, feed them back."""
+    """The engine's main loop: admit ready tasks, wait for results, feed them back.
+
+    However the loop ends, the run ends recorded: SUCCEEDED or FAILED when it ran to its
+    end, INTERRUPTED (resumable) on Ctrl-C or SIGTERM (a `KeyboardInterrupt`, re-raised),
+    FAILED with the cause when anything else stopped it (re-raised) or when its record could
+    not be written (not raised: the run failed, and says why).
+    """
 
     tick = 0.1
 
@@ -30,7 +44,6 @@ class EngineLoop:
         enable_cache: bool,
         hooks: Sequence[RunHooks],
         run: Run,
-        python_path: tuple[str, ...],
         *,
         resume: bool = False,
     ) -> None:
@@ -41,31 +54,35 @@ class EngineLoop:
         self.enable_cache = enable_cache
         self.hooks = hooks
         self.run_ = run
-        self.python_path = python_path
         self.resume = resume
         self.queue: list[Launch] = []
-        self.launches: dict[int, Launch] = {}
 
     def run(self) -> None:
-        """Drive the run to its end (or re-raise what interrupted it, after cleaning up)."""
+        """Drive the run to its end (or re-raise what interrupted it, after recording it)."""
         started = time.monotonic()
         for hook in self.hooks:
             hook.before_run(run=self.run_)
         try:
             self._loop()
-        except BaseException:
-            self.executor.cancel()
-            self.machine.interrupt("the engine was interrupted")
-            self._finish(started)
+        except KeyboardInterrupt:
+            self._stop(INTERRUPTED)
+            self._finish(started, interrupted=True)
+            raise
+        except BaseException as exc:
+            self._stop(f"the engine stopped: {type(exc).__name__}: {exc}")
+            self._finish(started, cause=TaskError("", type(exc).__name__, str(exc)))
             raise
         self._finish(started)
+
+    def _stop(self, reason: str) -> None:
+        self.executor.cancel()
+        self.machine.interrupt(reason)
 
     def _loop(self) -> None:
         machine = self.machine
         last_tick = 0.0
         while not machine.done:
             for launch in machine.ready():
-                launch.python_path = self.python_path
                 try:
                     warning = self.pool.check(launch)
                 except UserError as exc:
@@ -91,25 +108,27 @@ class EngineLoop:
                 timeouts.append(wakeup)
             if self.executor.running() == 0 and not self.queue:
                 if wakeup is None:
-                    # Nothing runs and nothing will: the state machine is stuck (a bug of ours).
-                    raise RuntimeError("run is stalled: no task running or ready")
+                    raise EngineError(
+                        "run is stalled: no task is running or ready, yet the run is not done"
+                    )
                 time.sleep(wakeup)
                 continue
             for result in self.executor.wait(min(timeouts)):
                 self.pool.release(result.task_id)
-                self.launches.pop(result.task_id, None)
                 self._feed(result)
 
     def _cached(self, launch: Launch) -> bool:
         """Look the task up once, when it becomes ready; feed a hit back as its result."""
+        key = ""
         if launch.cache_enabled:
             try:
-                launch.fingerprint = self.cache.fingerprint(launch=launch)
+                key = self.cache.fingerprint(launch=launch)
             except OSError:  # an input we cannot read: the task runs (and reports it)
-                launch.fingerprint = ""
+                key = ""
+        self.machine.tasks[launch.task_id].fingerprint = key
         if not (self.enable_cache or self.resume):
             return False
-        hit = self.cache.lookup(launch=launch, key=launch.fingerprint)
+        hit = self.cache.lookup(launch=launch, key=key)
         if hit is None or not (self.enable_cache or hit.resumed):
             return False
         result = TaskResult(
@@ -129,10 +148,12 @@ class EngineLoop:
             if not self.pool.try_acquire(launch):
                 waiting.append(launch)
                 continue
+            devices = self.pool.device_env(launch.task_id)
+            if devices:  # only tasks given GPUs pay for the copy
+                launch = dataclasses.replace(launch, device_env=devices)
             self.machine.started(launch.task_id)
             for hook in self.hooks:
                 hook.before_task(run=self.run_, launch=launch)
-            self.launches[launch.task_id] = launch
             self.executor.submit(launch)
         self.queue = waiting
 
@@ -143,32 +164,57 @@ class EngineLoop:
         for hook in self.hooks:
             hook.after_task(run=self.run_, task=task, state=state)
 
-    def _finish(self, started: float) -> None:
+    def _finish(
+        self, started: float, *, interrupted: bool = False, cause: TaskError | None = None
+    ) -> None:
         run = self.run_
         machine = self.machine
         run.duration = time.monotonic() - started
-        run.state = "SUCCEEDED" if machine.state is TaskState.SUCCEEDED else "FAILED"
+        if interrupted:
+            run.state = "INTERRUPTED"
+        elif cause is None and machine.state is TaskState.SUCCEEDED:
+            run.state = "SUCCEEDED"
+        else:
+            run.state = "FAILED"
         run.outputs = machine.outputs() if run.succeeded else {}
         run.tasks = []
-        for name, state, task in machine.executor_tasks():
-            info = TaskInfo(name, state.value)
+        for entry in machine.report():
+            info = TaskInfo(entry.name, entry.state.value, error=entry.error)
+            task = entry.task
             if task is not None:
                 info.cached = task.cached
                 info.attempts = task.attempts
                 info.started_at = task.started_at
                 info.finished_at = task.finished_at
-                info.error = task.error
                 info.inputs = dict(task.parameters)
                 info.outputs = dict(task.outputs.parameters)
                 if task.launch is not None:
                     info.log_path = str(task.launch.log_path)
                     info.resources = {k: v for k, v in vars(task.launch.resources).items() if v}
-                if task.error is not None and run.error is None and state is TaskState.FAILED:
-                    run.error = task.error
             run.tasks.append(info)
         # Report tasks in the order they started; never-started ones (skipped, canceled) last.
         run.tasks.sort(key=lambda t: (t.started_at is None, t.started_at or 0.0))
-        record = {
+        run.error = cause or machine.error()
+        try:
+            write_record(run.run_dir / "run.json", self._record())
+        except OSError as exc:
+            # A full disk, a read-only directory: the run cannot end as recorded, so it fails,
+            # and says why (in the store and on the CLI's stderr), instead of a traceback.
+            run.state = "FAILED"
+            run.outputs = {}
+            why = exc.strerror or str(exc)
+            run.error = TaskError(
+                "",
+                type(exc).__name__,
+                f"could not write the run record {run.run_dir / 'run.json'}: {why}; free the "
+                f"space (or fix the permissions), then: headwater run --resume {run.run_id}",
+            )
+        for hook in self.hooks:
+            hook.after_run(run=run)
+
+    def _record(self) -> dict[str, Any]:
+        run = self.run_
+        return {
             **run.to_json(),
             "tasks": [t.to_record() for t in run.tasks],
             "pipeline": run.pipeline,
@@ -177,6 +223,24 @@ class EngineLoop:
             "pipeline_root": run.pipeline_root,
             "error": None if run.error is None else vars(run.error),
         }
-        (run.run_dir / "run.json").write_text(json.dumps(record, indent=2, default=str))
-        for hook in self.hooks:
-            hook.after_run(run=run)
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Write `record` as JSON to `path`, whole or not at all.
+
+    The text goes to a temporary file beside `path` that replaces it only once complete, so a
+    reader never sees half a record; the temporary file is removed if writing fails.
+
+    Raises:
+        OSError: The file could not be written (full disk, no permission...).
+    """
+    text = json.dumps(record, indent=2, default=str)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise

@@ -159,6 +159,8 @@ class MetadataRecorder(RunHooks):
         self._submit(self._record_task, run.run_id, _snapshot(task), task=task.name)
 
     def after_run(self, *, run: Run) -> None:
+        # Tasks never made (inside a DAG task that failed first) carry its error.
+        errors = {t.name: vars(t.error) for t in run.tasks if t.error is not None}
         for name, state, task in run.machine.executor_tasks() if run.machine else ():
             if name in self._recorded or (task is not None and task.resumed):
                 continue
@@ -166,7 +168,9 @@ class MetadataRecorder(RunHooks):
                 self._submit(self._record_task, run.run_id, _snapshot(task))
             else:
                 shown = state.value if state.final else "CANCELED"
-                execution = ExecutionRecord(run_id=run.run_id, task=name, state=shown)
+                execution = ExecutionRecord(
+                    run_id=run.run_id, task=name, state=shown, error=errors.get(name)
+                )
                 self._submit(self._record_execution, execution)
         error = None if run.error is None else vars(run.error)
         self._submit(self._finish, run.run_id, run.state, run.outputs, error)
@@ -326,7 +330,7 @@ def _snapshot(task: TaskRun) -> dict[str, Any]:
         "outputs": dict(task.outputs.parameters),
         "input_artifacts": {k: list(v) for k, v in task.artifacts.items()},
         "output_artifacts": {k: list(v) for k, v in task.outputs.artifacts.items()},
-        "cache_key": launch.fingerprint if launch is not None else "",
+        "cache_key": task.fingerprint,
         "cached_from": task.cached_from,
         "artifact_ids": dict(task.artifact_ids),
         "started_at": task.started_at,

@@ -209,9 +209,14 @@ class ResourcePool:
         self._used_cpu += cpu
         self._used_memory += memory
         self._held[launch.task_id] = (cpu, memory, gpus)
-        if gpus:
-            launch.device_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         return True
+
+    def device_env(self, task_id: int) -> dict[str, str]:
+        """The environment that shows an admitted task its GPUs, and only those (else {})."""
+        held = self._held.get(task_id)
+        if held is None or not held[2]:
+            return {}
+        return {"CUDA_VISIBLE_DEVICES": ",".join(held[2])}
 
     def release(self, task_id: int) -> None:
         """Give back what `task_id` held."""

@@ -30,8 +30,11 @@ class TaskInfo:
     resources: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The `tasks[]` entry of `headwater run --json`."""
-        return {"name": self.name, "state": self.state, "cached": self.cached}
+        """The `tasks[]` entry of `headwater run --json`; a failed task's adds its `error`."""
+        entry: dict[str, Any] = {"name": self.name, "state": self.state, "cached": self.cached}
+        if self.state == "FAILED":
+            entry["error"] = None if self.error is None else vars(self.error)
+        return entry
 
     def to_record(self) -> dict[str, Any]:
         """Everything known about the task, for the run record (`run.json`)."""
@@ -42,7 +45,12 @@ class TaskInfo:
 
 @dataclass
 class Run:
-    """A pipeline run: its identity, where it keeps things, and (when done) how it ended."""
+    """A pipeline run: its identity, where it keeps things, and (when done) how it ended.
+
+    `state` ends SUCCEEDED or FAILED, or INTERRUPTED when Ctrl-C or SIGTERM stopped the engine
+    (the run can then be resumed). `error` says why a run failed: the first failed task's
+    error record, or one with an empty `task` when the engine itself could not go on.
+    """
 
     run_id: str
     pipeline: str
@@ -90,4 +98,5 @@ class Run:
             "state": self.state,
             "outputs": self.outputs,
             "tasks": [t.to_json() for t in self.tasks],
+            "error": None if self.error is None else vars(self.error),
         }

@@ -20,7 +20,13 @@ from headwater.engine.loop import EngineLoop
 from headwater.engine.resources import ResourcePool, detect_gpus, machine_cpus, machine_memory
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunContext, RunStateMachine
-from headwater.errors import NotFoundError, ParameterError, StorageError, UserError
+from headwater.errors import (
+    EngineError,
+    NotFoundError,
+    ParameterError,
+    StorageError,
+    UserError,
+)
 from headwater.executors.base import Executor
 from headwater.metadata.base import MetadataStore
 from headwater.spec.ir import PipelineIR
@@ -252,6 +258,7 @@ def run_ir(
         run_dir=run_dir,
         create_time_utc=created.isoformat().replace("+00:00", "Z"),
         artifact_uri=artifacts.uri_for,
+        python_path=python_path,
     )
     machine = RunStateMachine(ir, bound, context, artifact_inputs=input_artifacts)
     result = Run(
@@ -277,7 +284,8 @@ def run_ir(
         task_cache = ResumeCache(store, artifacts, run_id, task_cache)
     own = None if isinstance(executor, Executor) else _local_executor()
     backend = executor if isinstance(executor, Executor) else own
-    assert backend is not None
+    if backend is None:
+        raise EngineError(f"no executor to run with (got {executor!r})")
     try:
         loop = EngineLoop(
             machine,
@@ -287,7 +295,6 @@ def run_ir(
             enable_cache,
             [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming), *hooks],
             result,
-            python_path,
             resume=resuming,
         )
         loop.run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -157,8 +158,7 @@ def test_key_depends_on_values_not_names(tmp_path, change, field) -> None:
 
 def test_env_is_part_of_the_key(tmp_path) -> None:
     plain = make_launch(tmp_path)
-    with_env = make_launch(tmp_path)
-    with_env.env = {"MODE": "fast"}
+    with_env = dataclasses.replace(make_launch(tmp_path), env={"MODE": "fast"})
     assert cache_key(plain) != cache_key(with_env)
 
 

@@ -286,22 +286,23 @@ def test_pool_assigns_gpus_by_index(make_launch: LaunchFactory) -> None:
     pool = ResourcePool(slots=8, cpu=8, memory=0, gpus=["0", "1", "2"])
     pair, another_pair, single = make_launch(gpus=2), make_launch(gpus=2), make_launch(gpus=1)
     assert pool.try_acquire(pair)
-    assert pair.device_env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert pool.device_env(pair.task_id) == {"CUDA_VISIBLE_DEVICES": "0,1"}
     assert "CUDA_VISIBLE_DEVICES" not in pair.env  # devices are not part of the cache key
     assert not pool.try_acquire(another_pair)
-    assert "CUDA_VISIBLE_DEVICES" not in another_pair.device_env
+    assert pool.device_env(another_pair.task_id) == {}
     assert pool.try_acquire(single)
-    assert single.device_env["CUDA_VISIBLE_DEVICES"] == "2"
+    assert pool.device_env(single.task_id) == {"CUDA_VISIBLE_DEVICES": "2"}
     pool.release(pair.task_id)
+    assert pool.device_env(pair.task_id) == {}
     assert pool.try_acquire(another_pair)
-    assert another_pair.device_env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert pool.device_env(another_pair.task_id) == {"CUDA_VISIBLE_DEVICES": "0,1"}
 
 
 def test_pool_leaves_gpu_env_alone_for_cpu_tasks(make_launch: LaunchFactory) -> None:
     pool = ResourcePool(slots=8, cpu=8, memory=0, gpus=["0"])
     launch = make_launch(cpu=1.0)
     assert pool.try_acquire(launch)
-    assert launch.device_env == {}
+    assert pool.device_env(launch.task_id) == {}
 
 
 @pytest.mark.parametrize(
