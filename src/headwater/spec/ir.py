@@ -240,7 +240,7 @@ def _check_schema_version(value: Any) -> None:
             f"IR schemaVersion {version} is newer than Headwater knows ({supported}); "
             "running it anyway, but fields added since are ignored",
             SpecVersionWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
 
 
