@@ -247,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error("interrupted")
         return EXIT_INTERRUPTED
     except SystemExit as exc:  # argparse: --help, or a usage error it has printed
+        if exc.code is None:
+            return EXIT_OK
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except Exception as exc:
         _error(f"internal error: {type(exc).__name__}: {exc} ({_save_traceback(exc)})")
