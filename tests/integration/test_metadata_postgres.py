@@ -133,3 +133,14 @@ def test_four_processes_open_one_new_database_at_once(
     assert len(set(ids)) == 200
     store = make_store()
     assert sorted(r.run_id for r in store.list_runs()) == [f"run-{n}" for n in range(4)]
+
+
+@pytest.mark.slow
+def test_six_processes_claim_one_run_and_exactly_one_gets_it(
+    database_url: str, tmp_path: Path, make_store: Callable[[], SqlMetadataStore]
+) -> None:
+    store = make_store()
+    scenarios.add_run(store, "r")
+    store.mark_interrupted("r", finished_at=1.0)
+    said = scenarios.run_claimers(database_url, "r", 6, tmp_path)
+    scenarios.exactly_one_claims(said, store, "r")

@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import time
@@ -60,6 +61,19 @@ def one_line_error(cli: CliResult) -> str:
 
 def tasks_of(shown: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {task["name"]: task for task in shown["tasks"]}
+
+
+def has_open(pid: int, path: Path) -> bool:
+    """True if process `pid` has `path` open (Linux /proc)."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == str(path):
+                return True
+    return False
 
 
 def calls(scratch: Path, label: str) -> int:
@@ -381,6 +395,59 @@ def test_resume_completes_a_failed_run(headwater: Cli, scratch: Path) -> None:
 )
 def test_resume_refusals(headwater: Cli, args: list[str]) -> None:
     one_line_error(headwater(*args))
+
+
+@pytest.mark.timeout(180)
+def test_concurrent_resumes_of_one_run_run_it_once(headwater: Cli, scratch: Path) -> None:
+    (scratch / "fail").touch()
+    run_id = run_failed(headwater.run("storage_gate", params={"scratch": scratch}))["run_id"]
+    (scratch / "fail").unlink()
+
+    # Four engines resume the run at once. They queue behind a lock on the store until all
+    # four have opened it, so they look at the run together; the one that claims it waits in
+    # the gate task until every other has given up.
+    db = headwater.home / "metadata.db"
+    gate = sqlite3.connect(db, isolation_level=None)
+    gate.execute("PRAGMA locking_mode = EXCLUSIVE")
+    gate.execute("BEGIN EXCLUSIVE")
+    gate.execute("SELECT count(*) FROM runs").fetchall()
+    engines = [
+        headwater.popen(
+            "run", "--resume", run_id, "--json", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    try:
+        wait_for(
+            lambda: all(has_open(e.pid, db) for e in engines), 60, "four engines to open the store"
+        )
+        gate.execute("COMMIT")
+        gate.close()
+        # Before the claim was atomic, several engines ran the gate task at once.
+        wait_for(
+            lambda: sum(e.poll() is not None for e in engines) == 3 or calls(scratch, "gate") > 2,
+            60,
+            "three engines to exit",
+        )
+        assert calls(scratch, "gate") <= 2, "more than one engine ran the resumed task"
+        [winner] = [e for e in engines if e.poll() is None]
+        holder = f"{winner.pid}@{socket.gethostname()}"
+        for engine in engines:
+            if engine is winner:
+                continue
+            stdout, stderr = engine.communicate()
+            line = one_line_error(CliResult.of(engine.returncode, stdout, stderr))
+            assert run_id in line and holder in line, line
+        (scratch / "open").touch()
+        stdout, stderr = winner.communicate(timeout=60)
+        resumed = run_ok(CliResult.of(winner.returncode, stdout, stderr))
+    finally:
+        gate.close()
+        for engine in engines:
+            kill_leftovers(engine)
+    assert resumed["outputs"] == {"Output": "quick+gate"}
+    assert (calls(scratch, "quick"), calls(scratch, "gate")) == (1, 2)
+    assert [(r["run_id"], r["state"]) for r in headwater.runs()] == [(run_id, "SUCCEEDED")]
 
 
 # --- a SIGKILLed engine ----------------------------------------------------------------------

@@ -127,9 +127,7 @@ class MetadataRecorder(RunHooks):
             engine_host=socket.gethostname(),
             engine_pid=os.getpid(),
         )
-        if self.resumed:
-            self._submit(self._reopen, run.run_id)
-        else:
+        if not self.resumed:  # a resumed run was claimed (set RUNNING) before it started
             self._submit(self._create, record)
 
     def before_task(self, *, run: Run, launch: Launch) -> None:
@@ -189,9 +187,6 @@ class MetadataRecorder(RunHooks):
 
     def _create(self, record: RunRecord) -> None:
         self.store.create_run(record, ir=dict(self.ir.raw))
-
-    def _reopen(self, run_id: str) -> None:
-        self.store.reopen_run(run_id, engine_host=socket.gethostname(), engine_pid=os.getpid())
 
     def _finish(self, run_id: str, state: str, outputs: dict[str, Any], error: Any) -> None:
         self.store.finish_run(

@@ -6,7 +6,10 @@ interrupted run, reusing every task that succeeded.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -228,7 +231,10 @@ def run_ir(
     strict_resources: bool = False,
     run_id: str | None = None,
 ) -> Run:
-    """`run` for an already loaded pipeline. With `run_id`, resume that run."""
+    """`run` for an already loaded pipeline.
+
+    With `run_id`, resume that run, which the caller has claimed (`resume` does).
+    """
     from headwater.artifacts import store_for
     from headwater.caching.resume import ResumeCache
     from headwater.caching.store import StoreTaskCache
@@ -332,9 +338,13 @@ def resume(
 ) -> Run:
     """Complete a failed or interrupted run, reusing every task that succeeded in it.
 
+    The run is claimed in the store first, atomically (`MetadataStore.claim_run`): of several
+    engines resuming one run at once exactly one runs it; the others raise RunClaimedError.
+
     Raises:
         NotFoundError: No run with that id.
-        UserError: The run succeeded already, or is still running.
+        RunClaimedError: Another engine is running it (the message names it as pid@host).
+        UserError: The run succeeded already.
     """
     from headwater.spec.ir import parse_pipeline
 
@@ -342,26 +352,30 @@ def resume(
     record = store.get_run(run_id)
     if record is None:
         raise NotFoundError(f"no run {run_id!r}: see `headwater runs list`")
-    if record.state == "SUCCEEDED":
-        raise UserError(f"run {record.run_id} already succeeded: there is nothing to resume")
-    if record.state == "RUNNING":
-        raise UserError(
-            f"run {record.run_id} is still running (engine pid {record.engine_pid} on "
-            f"{record.engine_host}): wait for it or stop it first"
-        )
     doc = store.get_pipeline_ir(record.run_id)
     if doc is None:
         raise NotFoundError(f"run {record.run_id} has no recorded pipeline to resume")
-    return run_ir(
-        parse_pipeline(doc),
-        record.parameters,
-        executor=executor,
-        max_parallel=max_parallel,
-        enable_cache=enable_cache,
-        pipeline_root=record.pipeline_root,
-        metadata=store,
-        hooks=hooks,
-        install_packages=install_packages,
-        strict_resources=strict_resources,
-        run_id=record.run_id,
-    )
+    host, pid = socket.gethostname(), os.getpid()
+    store.claim_run(record.run_id, engine_host=host, engine_pid=pid)
+    try:
+        return run_ir(
+            parse_pipeline(doc),
+            record.parameters,
+            executor=executor,
+            max_parallel=max_parallel,
+            enable_cache=enable_cache,
+            pipeline_root=record.pipeline_root,
+            metadata=store,
+            hooks=hooks,
+            install_packages=install_packages,
+            strict_resources=strict_resources,
+            run_id=record.run_id,
+        )
+    except BaseException:
+        # Stopped before the engine recorded an end (bad setup, Ctrl-C): give the run back,
+        # resumable. A no-op once the run is finished or held by another engine.
+        with contextlib.suppress(Exception):
+            store.mark_interrupted(
+                record.run_id, finished_at=time.time(), engine_host=host, engine_pid=pid
+            )
+        raise

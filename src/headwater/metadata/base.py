@@ -129,8 +129,21 @@ class MetadataStore(abc.ABC):
         """Set a run's final state, outputs and error."""
 
     @abc.abstractmethod
-    def reopen_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> None:
-        """Set a finished run RUNNING again, owned by a new engine (for resume)."""
+    def claim_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> RunRecord:
+        """Take a FAILED or INTERRUPTED run for a new engine (to resume it), atomically.
+
+        The run becomes RUNNING under `engine_host`/`engine_pid` only if it is still FAILED or
+        INTERRUPTED when the store applies the change (a conditional update, not a read then
+        a write), so of several engines claiming one run exactly one gets it.
+
+        Returns:
+            The run as claimed (RUNNING, no finish time, no error).
+
+        Raises:
+            NotFoundError: No run has this id.
+            RunClaimedError: The run is RUNNING under another engine (named as pid@host).
+            UserError: The run already SUCCEEDED.
+        """
 
     @abc.abstractmethod
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -164,8 +177,19 @@ class MetadataStore(abc.ABC):
         """Runs still marked RUNNING (to find those whose engine died)."""
 
     @abc.abstractmethod
-    def mark_interrupted(self, run_id: str, *, finished_at: float) -> None:
-        """Mark a RUNNING run INTERRUPTED and its RUNNING executions FAILED."""
+    def mark_interrupted(
+        self,
+        run_id: str,
+        *,
+        finished_at: float,
+        engine_host: str | None = None,
+        engine_pid: int | None = None,
+    ) -> None:
+        """Mark a RUNNING run INTERRUPTED and its RUNNING executions FAILED.
+
+        With `engine_host` and `engine_pid`, only while that engine still holds the run: an
+        engine found dead must not take the run from one that claimed it since.
+        """
 
     # -- executions, artifacts, events ----------------------------------------------------
 

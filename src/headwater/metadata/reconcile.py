@@ -77,6 +77,12 @@ def mark_dead_runs(store: MetadataStore) -> list[str]:
     marked = []
     for run in store.running_runs():
         if engine_dead(run):
-            store.mark_interrupted(run.run_id, finished_at=time.time())
+            # Only if that dead engine still holds it: another may have claimed it meanwhile.
+            store.mark_interrupted(
+                run.run_id,
+                finished_at=time.time(),
+                engine_host=run.engine_host,
+                engine_pid=run.engine_pid,
+            )
             marked.append(run.run_id)
     return marked

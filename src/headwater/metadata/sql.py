@@ -16,7 +16,7 @@ from typing import Any, Literal, cast
 
 from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
-from headwater.errors import NotFoundError, UserError
+from headwater.errors import NotFoundError, RunClaimedError, UserError
 from headwater.metadata.base import (
     ArtifactRecord,
     Direction,
@@ -91,7 +91,7 @@ class SqlMetadataStore(MetadataStore):
         An empty `run.pipeline_version` is replaced by the SHA-256 of the canonical IR.
 
         Raises:
-            UserError: A run with this id exists already (resume it with `reopen_run`).
+            UserError: A run with this id exists already (resume it with `claim_run`).
         """
         version = run.pipeline_version or ir_digest(ir)
         now = run.created_at or time.time()
@@ -131,20 +131,49 @@ class SqlMetadataStore(MetadataStore):
 
         self._db.transaction(write, write=True)
 
-    def reopen_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> None:
-        """Mark a finished run RUNNING again under a new engine (to resume it).
+    def claim_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> RunRecord:
+        """Take a FAILED or INTERRUPTED run for a new engine with one conditional UPDATE.
+
+        `UPDATE runs SET state='RUNNING', ... WHERE run_id=? AND state IN ('FAILED',
+        'INTERRUPTED')` claims the run only if it is still claimable when the database applies
+        it: SQLite runs write transactions one at a time (`BEGIN IMMEDIATE`), and PostgreSQL
+        re-checks the condition on the row a concurrent claim just committed, so exactly one
+        of several engines updates one row. The others read who holds it, in the same
+        transaction.
 
         Raises:
             NotFoundError: No run has this id.
+            RunClaimedError: Another engine runs it (the message names it as pid@host).
+            UserError: The run already SUCCEEDED.
         """
-        self._update_run(
-            run_id,
-            state="RUNNING",
-            finished_at=None,
-            error=None,
-            engine_host=engine_host,
-            engine_pid=engine_pid,
-        )
+
+        def write(conn: Connection) -> RunRecord:
+            claimed = conn.execute(
+                update(RUNS)
+                .where(RUNS.c.run_id == run_id, RUNS.c.state.in_(_CLAIMABLE))
+                .values(
+                    state="RUNNING",
+                    finished_at=None,
+                    error=None,
+                    engine_host=engine_host,
+                    engine_pid=engine_pid,
+                )
+            )
+            runs = select_runs(conn, RUNS.c.run_id == run_id)
+            if not runs:
+                raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
+            run = runs[0]
+            if claimed.rowcount == 1:
+                return run
+            if run.state == "SUCCEEDED":
+                raise UserError(f"run {run_id} already succeeded: there is nothing to resume")
+            raise RunClaimedError(
+                f"run {run_id} is already being run by engine {run.engine_pid}@"
+                f"{run.engine_host} ({run.state}): wait for it to finish, or stop that engine "
+                "and resume again"
+            )
+
+        return self._db.transaction(write, write=True)
 
     def finish_run(
         self,
@@ -283,25 +312,36 @@ class SqlMetadataStore(MetadataStore):
 
         return self._db.transaction(write, write=True)
 
-    def mark_interrupted(self, run_id: str, *, finished_at: float) -> None:
+    def mark_interrupted(
+        self,
+        run_id: str,
+        *,
+        finished_at: float,
+        engine_host: str | None = None,
+        engine_pid: int | None = None,
+    ) -> None:
         """Mark a RUNNING run INTERRUPTED and its RUNNING executions FAILED (with an error
-        record saying the engine stopped). A run that is no longer RUNNING is left alone.
+        record saying the engine stopped). A run that is no longer RUNNING is left alone, and
+        so is one held by an engine other than `engine_host`/`engine_pid` when they are given
+        (the condition is part of the UPDATE, so a claim made meanwhile is never undone).
 
         Raises:
             NotFoundError: No run has this id.
         """
+        where = [RUNS.c.run_id == run_id, RUNS.c.state == "RUNNING"]
+        if engine_host is not None:
+            where.append(RUNS.c.engine_host == engine_host)
+        if engine_pid is not None:
+            where.append(RUNS.c.engine_pid == engine_pid)
 
         def write(conn: Connection) -> None:
-            state = conn.execute(select(RUNS.c.state).where(RUNS.c.run_id == run_id)).scalar()
-            if state is None:
-                raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
-            if state != "RUNNING":
-                return
-            conn.execute(
-                update(RUNS)
-                .where(RUNS.c.run_id == run_id)
-                .values(state="INTERRUPTED", finished_at=finished_at)
+            done = conn.execute(
+                update(RUNS).where(*where).values(state="INTERRUPTED", finished_at=finished_at)
             )
+            if done.rowcount == 0:
+                if conn.execute(_RUN_EXISTS, {"run_id": run_id}).first() is None:
+                    raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
+                return
             conn.execute(
                 update(EXECUTIONS)
                 .where(EXECUTIONS.c.run_id == run_id, EXECUTIONS.c.state == "RUNNING")
@@ -671,6 +711,8 @@ _ARTIFACTS_OF = (
 _EXECUTION_ID = select(EXECUTIONS.c.id).where(
     EXECUTIONS.c.run_id == bindparam("run_id"), EXECUTIONS.c.task == bindparam("task")
 )
+#: Run states a resume may claim.
+_CLAIMABLE = ("FAILED", "INTERRUPTED")
 _RUN_EXISTS = select(RUNS.c.run_id).where(RUNS.c.run_id == bindparam("run_id"))
 _EXECUTION_FIELDS = (
     "component", "parent_dag", "iteration", "state", "inputs", "outputs", "cache_key",

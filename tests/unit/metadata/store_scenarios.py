@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from headwater.errors import NotFoundError, UserError
+from headwater.errors import NotFoundError, RunClaimedError, UserError
 from headwater.metadata import (
     ArtifactRecord,
     EventRecord,
@@ -103,7 +103,8 @@ def runs_round_trip(store: MetadataStore) -> None:
     )
     assert store.running_runs() == []
 
-    store.reopen_run("run-a", engine_host="other", engine_pid=7)  # type: ignore[attr-defined]
+    claimed = store.claim_run("run-a", engine_host="other", engine_pid=7)
+    assert (claimed.state, claimed.engine_host, claimed.engine_pid) == ("RUNNING", "other", 7)
     run = store.get_run("run-a")
     assert run is not None
     assert (run.state, run.finished_at, run.error, run.engine_host, run.engine_pid) == (
@@ -393,6 +394,34 @@ def mark_interrupted(store: MetadataStore) -> None:
         store.mark_interrupted("nope", finished_at=1.0)
 
 
+def claim_run_is_conditional(store: MetadataStore) -> None:
+    add_run(store, "r")  # RUNNING under engine 42@host
+    with pytest.raises(RunClaimedError, match="42@host"):
+        store.claim_run("r", engine_host="other", engine_pid=7)
+    store.finish_run("r", state="FAILED", outputs={}, error={"m": "x"}, finished_at=60.0)
+    store.claim_run("r", engine_host="other", engine_pid=7)
+    run = store.get_run("r")
+    assert run is not None
+    assert (run.state, run.finished_at, run.error) == ("RUNNING", None, None)
+    assert (run.engine_host, run.engine_pid) == ("other", 7)
+    # A second claimer is refused and told who holds the run, whatever host it is on.
+    for host, pid in (("third", 8), ("other", 7)):
+        with pytest.raises(RunClaimedError, match="7@other"):
+            store.claim_run("r", engine_host=host, engine_pid=pid)
+    # The engine a reconciler found dead (42@host) no longer holds the run: left alone.
+    store.mark_interrupted("r", finished_at=70.0, engine_host="host", engine_pid=42)
+    assert store.get_run("r").state == "RUNNING"  # type: ignore[union-attr]
+    store.mark_interrupted("r", finished_at=70.0, engine_host="other", engine_pid=7)
+    assert store.get_run("r").state == "INTERRUPTED"  # type: ignore[union-attr]
+    store.claim_run("r", engine_host="third", engine_pid=8)
+    store.finish_run("r", state="SUCCEEDED", outputs={}, error=None, finished_at=80.0)
+    with pytest.raises(UserError, match="already succeeded") as info:
+        store.claim_run("r", engine_host="fourth", engine_pid=9)
+    assert not isinstance(info.value, RunClaimedError)
+    with pytest.raises(NotFoundError, match="nope"):
+        store.claim_run("nope", engine_host="h", engine_pid=1)
+
+
 def find_cached_and_clear(store: MetadataStore) -> None:
     add_run(store, "r1")
     add_run(store, "r2")
@@ -579,6 +608,7 @@ SCENARIOS: dict[str, Callable[[MetadataStore], object]] = {
         delete_run_keeps_shared_artifacts,
         delete_run_keeps_artifacts_produced_elsewhere,
         mark_interrupted,
+        claim_run_is_conditional,
         find_cached_and_clear,
         lineage_upstream_multi_hop,
         lineage_depth_limits,
@@ -632,3 +662,56 @@ def run_writers(url: str, count: int, tmp_path: Path) -> list[int]:
     for p, (_, err) in zip(procs, results, strict=True):
         assert p.returncode == 0, err
     return [i for out, _ in results for i in json.loads(out)]
+
+
+#: A process that opens the store at argv[1], waits until time argv[3] and claims run argv[2]
+#: as engine <its pid>@claimer; prints "claimed" or the RunClaimedError's message.
+CLAIM_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    from headwater.errors import RunClaimedError
+    from headwater.metadata import open_store
+
+    url, run_id, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    store = open_store(url)
+    while time.time() < start:  # every process claims at the same moment
+        time.sleep(0.001)
+    try:
+        store.claim_run(run_id, engine_host="claimer", engine_pid=os.getpid())
+        print("claimed")
+    except RunClaimedError as exc:
+        print(exc)
+    store.close()
+    """
+)
+
+
+def run_claimers(url: str, run_id: str, count: int, tmp_path: Path) -> dict[int, str]:
+    """`count` processes claim `run_id` at one moment; each one's pid and what it printed."""
+    script = tmp_path / "claimer.py"
+    script.write_text(CLAIM_SCRIPT)
+    start = time.time() + 3.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), url, run_id, str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    results = [p.communicate(timeout=100) for p in procs]
+    for p, (_, err) in zip(procs, results, strict=True):
+        assert p.returncode == 0, err
+    return {p.pid: out.strip() for p, (out, _) in zip(procs, results, strict=True)}
+
+
+def exactly_one_claims(said: dict[int, str], store: MetadataStore, run_id: str) -> None:
+    """Exactly one claimer got the run; each other was told that one's pid@host."""
+    winners = [pid for pid, text in said.items() if text == "claimed"]
+    assert len(winners) == 1, said
+    run = store.get_run(run_id)
+    assert run is not None and (run.state, run.engine_pid) == ("RUNNING", winners[0])
+    for pid, text in said.items():
+        if pid != winners[0]:
+            assert f"{winners[0]}@claimer" in text, said

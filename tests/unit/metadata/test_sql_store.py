@@ -11,7 +11,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from store_scenarios import SCENARIOS, add_execution, add_run, run_writers
+from store_scenarios import (
+    SCENARIOS,
+    add_execution,
+    add_run,
+    exactly_one_claims,
+    run_claimers,
+    run_writers,
+)
 
 from headwater.errors import StorageError
 from headwater.metadata import MetadataStore, connect, open_store
@@ -259,3 +266,12 @@ def test_eight_processes_write_one_new_database_at_once(tmp_path: Path) -> None:
         runs = store.list_runs()
         assert len(runs) == 8 and {r.state for r in runs} == {"SUCCEEDED"}
         assert sum(len(store.list_executions(r.run_id)) for r in runs) == 400
+
+
+@pytest.mark.slow
+def test_six_processes_claim_one_run_and_exactly_one_gets_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'claims.db'}"
+    with SqlMetadataStore(url) as store:
+        add_run(store, "r")
+        store.mark_interrupted("r", finished_at=1.0)
+        exactly_one_claims(run_claimers(url, "r", 6, tmp_path), store, "r")
