@@ -9,9 +9,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.spec.placeholders import PlaceholderContext
+
+if TYPE_CHECKING:
+    from headwater.platform.kubernetes import TaskPlatform
 
 
 class TaskState(str, enum.Enum):
@@ -100,6 +103,8 @@ class Launch:
     #: The devices the scheduler gave the task (CUDA_VISIBLE_DEVICES); not part of the task's
     #: identity, so not of its cache key.
     device_env: dict[str, str] = field(default_factory=dict)
+    #: What the task's kfp-kubernetes settings give it (env, secret files, mounts); None if none.
+    platform: TaskPlatform | None = None
 
 
 @dataclass

@@ -93,5 +93,7 @@ def cache_key(launch: Launch, digest: Callable[[str], str | None] = content_dige
         },
         "cache_key": launch.cache_key,
     }
+    if launch.platform is not None:  # its settings, and a keyed digest of secret values
+        material["platform"] = launch.platform.cache_material()
     text = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -107,6 +107,11 @@ def _producer(task: TaskRun, name: str) -> TaskRun:
     return producer
 
 
+def parameter(task: TaskRun, sel: Mapping[str, Any], context: RunContext) -> Any:
+    """Resolve one input selector in `task`'s DAG (the name of a kfp-kubernetes secret, say)."""
+    return _parameter(task, sel, task.parameters, context)
+
+
 def _parameter(
     task: TaskRun, sel: Mapping[str, Any], resolved: dict[str, Any], context: RunContext
 ) -> Any:

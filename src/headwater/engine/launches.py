@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from headwater import config
+from headwater.engine.inputs import parameter
 from headwater.engine.tree import RunContext, TaskRun
 from headwater.spec.ir import PipelineIR
 from headwater.spec.placeholders import resolve_value
@@ -87,6 +89,7 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
     ctx = context.placeholders(task, executor_input)
     env = {str(e["name"]): str(e.get("value", "")) for e in container.get("env") or []}
     env = {k: str(resolve_value(v, ctx)) for k, v in env.items()}
+    settings = ir.kubernetes.get(label)
     return Launch(
         task_id=task.id,
         name=task.name,
@@ -104,6 +107,18 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
         cache_enabled=task.spec.enable_cache,
         cache_key=task.spec.cache_key,
         python_path=context.python_path,
+        platform=None
+        if settings is None
+        else settings.plan(
+            task_name=task.name,
+            run_id=context.run_id,
+            task_id=task.id,
+            attempt=task.attempts,
+            parameters=task.parameters,
+            resolve=lambda selector: parameter(task, selector, context),
+            workdir=workdir,
+            home=config.home(),
+        ),
     )
 
 

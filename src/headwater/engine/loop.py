@@ -92,6 +92,10 @@ class EngineLoop:
                 if warning is not None:
                     for hook in self.hooks:
                         hook.on_task_warning(run=self.run_, launch=launch, message=warning)
+                if launch.platform is not None and launch.attempt == 1:
+                    for message in launch.platform.warnings:  # kfp-kubernetes settings ignored
+                        for hook in self.hooks:
+                            hook.on_task_warning(run=self.run_, launch=launch, message=message)
                 if not self._cached(launch):
                     self.queue.append(launch)
             self._admit()

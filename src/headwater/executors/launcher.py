@@ -31,8 +31,11 @@ def run_task(payload: dict[str, Any]) -> None:
             os.environ["_KFP_RUNTIME"] = "true"
         os.environ.update(payload.get("env_update") or {})
         _extend_python_path(payload.get("python_path") or [])
+        whole_task = payload.get("platform") is not None and _apply_platform(payload)
         _download(payload)
-        if payload["kind"] == "python":
+        if whole_task:
+            code = 0  # CreatePVC / DeletePVC: the platform operation was the whole task
+        elif payload["kind"] == "python":
             code = _run_python(payload)
         elif payload.get("uploads"):
             code = _run_command(payload)  # it must come back here to upload its outputs
@@ -76,6 +79,13 @@ def _prepare(payload: dict[str, Any]) -> None:
     if payload.get("executor_input") is not None:
         with open(os.path.join(workdir, "executor_input.json"), "w", encoding="utf-8") as fh:
             json.dump(payload["executor_input"], fh)
+
+
+def _apply_platform(payload: dict[str, Any]) -> bool:
+    """Give the task its kfp-kubernetes env, secret files and mounts (see headwater.platform)."""
+    from headwater.platform.apply import apply_platform
+
+    return apply_platform(payload)
 
 
 def _redirect_output(log_path: str) -> None:

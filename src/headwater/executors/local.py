@@ -128,6 +128,7 @@ class LocalExecutor(Executor):
             "downloads": downloads,
             "uploads": uploads,
             "artifact_root": launch.placeholders.pipeline_root,
+            "platform": None if launch.platform is None else launch.platform.to_payload(),
         }
         program = python_program(launch.container)
         if program is not None:

@@ -156,6 +156,8 @@ class TaskPlatform:
     settings: Mapping[str, Any] = field(default_factory=dict)
     #: (kind, name, store root, keys or None for all) of every object read, for the cache key.
     sources: tuple[tuple[str, str, str, tuple[str, ...] | None], ...] = ()
+    #: The names of the volumes (PVCs) mounted, for the cache key.
+    volumes: tuple[str, ...] = ()
 
     def to_payload(self) -> dict[str, Any]:
         """A JSON-able form for the task process."""
@@ -172,12 +174,14 @@ class TaskPlatform:
     def cache_material(self) -> dict[str, Any]:
         """What the settings add to the task's cache key.
 
-        The settings as written (which secrets, keys, paths and labels) and a keyed digest
-        of each secret's and config map's values, so a changed value is a cache miss while
-        nothing about the value can be learned from the key. Field path values (the pod
-        name holds the run id) are left out: they would make every run a miss. Volume
-        contents are left out too, as KFP does: a volume is shared, mutable state. CreatePVC
-        and DeletePVC are never served from the cache, since their effect is on the machine.
+        The settings as written (which secrets, keys, paths and labels); a keyed digest of
+        each secret's and config map's values, so a changed value is a cache miss while
+        nothing about the value can be learned from the key; and the names of the volumes
+        mounted, so a task reading a volume that CreatePVC made in this run runs again.
+        Field path values (the pod name holds the run id) are left out: they would make
+        every run a miss. Volume contents are left out too, as KFP does: a volume is shared,
+        mutable state. CreatePVC and DeletePVC are never served from the cache, since their
+        effect is on the machine.
         """
         if self.operation is not None:
             return {"operation": self.operation["kind"], "nonce": uuid.uuid4().hex}
@@ -185,7 +189,7 @@ class TaskPlatform:
             f"{kind}/{name}": LocalSecretStore(Path(root), kind).digest(name, keys)
             for kind, name, root, keys in self.sources
         }
-        return {"settings": self.settings, "values": digests}
+        return {"settings": self.settings, "values": digests, "volumes": list(self.volumes)}
 
 
 @dataclass(frozen=True)
@@ -239,6 +243,7 @@ class ExecutorSettings:
         }
         sources: list[tuple[str, str, str, tuple[str, ...] | None]] = []
         env_files = []
+        volume_names = []
         for src in self.env_sources:
             store = stores[src.kind]
             name = check_name(_resolve(src.name, resolve, src.kind), src.kind)
@@ -266,6 +271,7 @@ class ExecutorSettings:
                     )
             elif vol.kind == "volume":
                 name = check_name(_resolve(vol.name or {}, resolve, "volume"), "volume")
+                volume_names.append(name)
                 root = volumes_dir(home) / name
                 if not root.is_dir():
                     raise PlatformError(
@@ -304,6 +310,7 @@ class ExecutorSettings:
             warnings=warnings,
             settings=self.raw,
             sources=tuple(sources),
+            volumes=tuple(volume_names),
         )
 
 

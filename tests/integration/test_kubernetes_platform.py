@@ -1,0 +1,214 @@
+"""kfp-kubernetes settings, emulated: real pipelines compiled with `kfp.kubernetes`, run by the CLI.
+
+Secrets and config maps reach tasks as variables and files from `headwater secrets`; a missing
+one fails its task before it starts; field paths, labels and annotations are visible as on a
+pod; a volume made by CreatePVC carries data from one task to the next and is deleted; what
+has no meaning on one machine is one warning line per task. Mounts need a private mount
+namespace: where the system refuses one, the task fails naming the mount path.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli_harness import Cli, CliResult, cached_flags, pipeline, run_failed, run_ok, task_states
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = "s3cret-Hunter2-value"
+# sha256(PASSWORD)[:12], as the components report it instead of the value
+PASSWORD_DIGEST = __import__("hashlib").sha256(PASSWORD.encode()).hexdigest()[:12]
+
+
+def _set(headwater: Cli, *args: str, stdin: str | None = None) -> CliResult:
+    proc = subprocess.run(
+        headwater.argv("secrets", "set", *args),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=headwater.env,
+        cwd=headwater.cwd,
+        timeout=headwater.timeout,
+    )
+    return CliResult.of(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _files_holding(root: Path, text: str, skip: Path) -> list[str]:
+    """Files under `root` (not under `skip`) whose bytes contain `text`."""
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and skip not in path.parents and text.encode() in path.read_bytes():
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+def _store_secrets(headwater: Cli) -> None:
+    assert _set(headwater, "db", stdin=PASSWORD).returncode == 2  # a name but no key
+    result = _set(headwater, "db", "password", stdin=PASSWORD)  # the value from stdin
+    assert result.returncode == 0, result.describe()
+    assert _set(headwater, "--config-map", "settings", "mode=fast").returncode == 0
+
+
+def test_secrets_and_config_maps_reach_the_task_as_env_and_files_and_nowhere_else(
+    headwater: Cli,
+) -> None:
+    _store_secrets(headwater)
+    result = headwater.run("k8s_secrets")
+    summary = run_ok(result)
+    assert summary["outputs"]["Output"] == f"{PASSWORD_DIGEST}|password|fast|[]"
+    env_output = headwater.show(summary["run_id"])
+    assert PASSWORD not in json.dumps(env_output)
+    # The value is in the secret store and nowhere else: not in logs, run.json, the metadata
+    # store, executor inputs or the console.
+    assert _files_holding(headwater.home, PASSWORD, skip=headwater.home / "secrets") == []
+    assert PASSWORD not in result.stdout + result.stderr
+
+
+def test_an_optional_secret_that_exists_is_given_and_one_that_does_not_is_left_unset(
+    headwater: Cli,
+) -> None:
+    _store_secrets(headwater)
+    assert _set(headwater, "tokens", "token=tok-1").returncode == 0
+    first = run_ok(headwater.run("k8s_secrets"))
+    runs = headwater.show(first["run_id"])
+    outputs = {t["name"]: t.get("outputs") for t in runs["tasks"]}
+    assert outputs["from-env"] == {"Output": f"{PASSWORD_DIGEST}|tok-1|fast"}
+    second = run_ok(headwater.run("k8s_secrets", "--no-cache", params={"token_secret": "nope"}))
+    outputs = {t["name"]: t.get("outputs") for t in headwater.show(second["run_id"])["tasks"]}
+    assert outputs["from-env"] == {"Output": f"{PASSWORD_DIGEST}|<unset>|fast"}
+
+
+def test_a_missing_secret_fails_the_task_before_it_starts_naming_it(headwater: Cli) -> None:
+    assert _set(headwater, "--config-map", "settings", "mode=fast").returncode == 0
+    result = headwater.run("k8s_secrets")
+    summary = run_failed(result)
+    assert task_states(summary) == {"from-env": "FAILED", "from-files": "CANCELED"}
+    error = next(t for t in summary["tasks"] if t["name"] == "from-env")["error"]
+    assert error["error_type"] == "PlatformError"
+    assert "secret 'db' (for $DB_PASSWORD) is not in" in error["message"]
+    assert "headwater secrets set db password=VALUE" in error["message"]
+    assert "secret 'db'" in result.stderr
+    task_dirs = list((headwater.home / "runs" / summary["run_id"] / "tasks").glob("*"))
+    assert not any((d / "log.txt").exists() for d in task_dirs)  # it never started
+
+
+def test_a_changed_secret_value_is_a_cache_miss(headwater: Cli) -> None:
+    _store_secrets(headwater)
+    run_ok(headwater.run("k8s_secrets"))
+    assert cached_flags(run_ok(headwater.run("k8s_secrets"))) == {
+        "from-env": True,
+        "from-files": True,
+    }
+    assert _set(headwater, "db", "password=another").returncode == 0
+    assert cached_flags(run_ok(headwater.run("k8s_secrets"))) == {
+        "from-env": False,
+        "from-files": False,
+    }
+
+
+def test_resume_keeps_the_platform_settings(headwater: Cli) -> None:
+    assert _set(headwater, "--config-map", "settings", "mode=fast").returncode == 0
+    failed = run_failed(headwater.run("k8s_secrets"))
+    _store_secrets(headwater)
+    resumed = run_ok(headwater("run", "--resume", failed["run_id"], "--json"))
+    assert resumed["outputs"]["Output"] == f"{PASSWORD_DIGEST}|password|fast|[]"
+
+
+def test_field_paths_labels_and_annotations_and_one_warning_per_task(headwater: Cli) -> None:
+    result = headwater.run("k8s_pod")
+    summary = run_ok(result)
+    info = summary["outputs"]["Output"]
+    run_id = summary["run_id"]
+    assert info["POD_NAME"].startswith(f"{run_id}-")
+    assert info["NAMESPACE"] == "default"
+    assert info["TEAM"] == "ml" and info["NOTE"] == "hello there"
+    assert info["RUN_LABEL"] == run_id
+    assert info["POD_IP"] == "127.0.0.1" and info["NODE"]
+    warnings = [line for line in result.stderr.splitlines() if "kfp-kubernetes" in line]
+    assert warnings == [
+        "headwater: warning: task 'pod-info': kfp-kubernetes settings with no meaning on one "
+        "machine are ignored: image pull secrets, node selector, tolerations"
+    ]
+    pod = json.loads(
+        (headwater.home / "runs" / run_id / "tasks" / "pod-info" / "pod.json").read_text()
+    )
+    assert pod["labels"]["team"] == "ml" and pod["annotations"]["note"] == "hello there"
+    assert pod["uid"] == info["POD_UID"]
+
+
+def test_a_volume_carries_data_between_tasks_and_is_deleted_after(headwater: Cli) -> None:
+    summary = run_ok(headwater.run("k8s_pvc"))
+    assert summary["outputs"]["Output"] == "hello through a volume|[]"
+    assert task_states(summary) == {
+        "createpvc": "SUCCEEDED",
+        "write": "SUCCEEDED",
+        "read": "SUCCEEDED",
+        "deletepvc": "SUCCEEDED",
+    }
+    shown = headwater.show(summary["run_id"])
+    name = next(t for t in shown["tasks"] if t["name"] == "createpvc")["outputs"]["name"]
+    assert name.endswith("-k8s-pvc")
+    volumes = headwater.home / "volumes"
+    assert volumes.is_dir() and list(volumes.iterdir()) == []  # DeletePVC removed it
+    assert not Path("/data/shared").exists()  # the mount was the task's own
+    again = run_ok(headwater.run("k8s_pvc", params={"text": "second"}))
+    # CreatePVC is never a cache hit, and `read` mounts the new volume, so it runs again.
+    assert again["outputs"]["Output"] == "second|[]"
+
+
+def _refusing_namespaces() -> list[str]:
+    """A prefix that runs a command where no mount namespace can be made (as some CI runners)."""
+    if not (shutil.which("unshare") and shutil.which("setpriv")):
+        pytest.skip("needs util-linux unshare and setpriv")
+    if subprocess.run(["unshare", "-r", "true"], capture_output=True).returncode != 0:
+        return []  # this system already refuses them
+    return [
+        "unshare",
+        "-r",
+        "sh",
+        "-c",
+        "echo 0 > /proc/sys/user/max_user_namespaces && "
+        'exec setpriv --bounding-set -sys_admin --inh-caps -sys_admin -- "$@"',
+        "sh",
+    ]
+
+
+def test_where_the_system_refuses_a_mount_the_task_fails_naming_the_path(
+    headwater: Cli,
+) -> None:
+    argv = [*_refusing_namespaces(), *headwater.argv("run", pipeline("k8s_pvc"), "--json")]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, env=headwater.env, cwd=headwater.cwd, timeout=60
+    )
+    summary = run_failed(CliResult.of(proc.returncode, proc.stdout, proc.stderr))
+    error = next(t for t in summary["tasks"] if t["name"] == "write")["error"]
+    assert error["error_type"] == "PlatformError"
+    assert error["message"].startswith("cannot mount volume '")
+    assert "at /data: this system refuses a private mount namespace" in error["message"]
+
+
+def test_secrets_cli_set_list_delete_never_prints_values(headwater: Cli) -> None:
+    assert _set(headwater, "db", f"password={PASSWORD}", "user=bob").returncode == 0
+    value_file = headwater.cwd / "token.txt"
+    value_file.write_bytes(b"tok\n")
+    assert _set(headwater, "db", "--from-file", f"token={value_file}").returncode == 0
+    listed = headwater("secrets", "list", "--json")
+    assert json.loads(listed.stdout) == [{"name": "db", "keys": ["password", "token", "user"]}]
+    assert (headwater.home / "secrets" / "db" / "token").read_bytes() == b"tok\n"
+    assert headwater("secrets", "delete", "db", "user").returncode == 0
+    assert headwater("secrets", "list", "db").stdout == "db\tpassword, token\n"
+    bad = _set(headwater, "Bad_Name", "k=v")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "secret name 'Bad_Name' is not valid" in bad.stderr
+    missing = headwater("secrets", "delete", "nope")
+    assert missing.returncode == 2
+    assert missing.stderr == (
+        f"headwater: error: no secret 'nope' in {headwater.home / 'secrets'} (secrets: db)\n"
+    )
+    assert headwater("secrets", "delete", "db").returncode == 0
+    assert headwater("secrets", "list").stdout == ""
+    assert PASSWORD not in listed.stdout + listed.stderr
