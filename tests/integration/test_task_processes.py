@@ -12,7 +12,9 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_harness import (
@@ -26,6 +28,7 @@ from cli_harness import (
     task_states,
     wait_for,
 )
+from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -212,3 +215,71 @@ def test_verbose_streams_a_large_log_in_bounded_memory(headwater: Cli, tmp_path:
     assert stderr_file.stat().st_size > 150 * 10**6
     # 150 MB went through the CLI; its memory grew by a small fraction of that, at most.
     assert large - small < 40 * 2**20, f"peak RSS {small / 2**20:.0f} -> {large / 2**20:.0f} MiB"
+
+
+# --- output artifacts at the URI or path the component chose -----------------------------------
+
+#: Task -> output -> (what its recorded URI ends with, the bytes there).
+CHOSEN = {
+    "gen-data": {"Output": ("/gen-data/data", b"some data")},
+    "split": {"first": ("/split/first", b"some"), "second": ("/split/second", b"data")},
+    "make-piece[0]": {"Output": ("/piece", b"Hel")},
+    "make-piece[1]": {"Output": ("/piece", b"lo")},
+    # A custom path, and a URI outside the root: the bytes are copied to the assigned URI.
+    "custom-path": {"out": ("/custom-path/out", b"custom bytes")},
+    "outside-root": {"Output": ("/outside-root/Output", b"outside bytes")},
+}
+
+
+def check_chosen_uris(shown: dict[str, Any], root: str, read: Callable[[str], bytes]) -> None:
+    outputs = {t["name"]: t["artifacts"]["outputs"] for t in shown["tasks"]}
+    for task, expected in CHOSEN.items():
+        assert set(outputs[task]) == set(expected), (task, outputs[task])
+        for name, (suffix, content) in expected.items():
+            (uri,) = outputs[task][name]
+            assert uri.startswith(root.rstrip("/") + "/"), (task, name, uri)
+            assert uri.endswith(suffix), (task, name, uri)
+            assert read(uri) == content, (task, name, uri)
+    pieces = [outputs[f"make-piece[{i}]"]["Output"][0] for i in range(2)]
+    assert len(set(pieces)) == 2, pieces
+
+
+def test_artifact_uris_chosen_by_the_component_on_a_local_root(
+    headwater: Cli, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "scratch"
+
+    result = run_ok(headwater.run("task_artifact_uris", params={"scratch": scratch}))
+
+    assert result["outputs"]["Output"] == "some|data|Hello|custom bytes|outside bytes"
+    root = str(headwater.home / "artifacts")
+    check_chosen_uris(headwater.show(result["run_id"]), root, lambda uri: Path(uri).read_bytes())
+    # KFP's executor wrote its ExecutorOutput in the task root; none is left among the artifacts.
+    assert not list(Path(root).rglob("executor_output.json"))
+
+
+def test_artifact_uris_chosen_by_the_component_on_s3(
+    headwater: Cli,
+    tmp_path: Path,
+    s3_env: S3Server,  # noqa: F811
+    s3_bucket: str,  # noqa: F811
+) -> None:
+    for name in [n for n in headwater.env if n.startswith("AWS_")]:
+        del headwater.env[name]
+    headwater.env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
+    root = f"s3://{s3_bucket}/root"
+    params = {"scratch": tmp_path / "scratch"}
+
+    result = run_ok(headwater.run("task_artifact_uris", "--pipeline-root", root, params=params))
+
+    assert result["outputs"]["Output"] == "some|data|Hello|custom bytes|outside bytes"
+    with contextlib.closing(s3_env.client()) as client:
+
+        def read(uri: str) -> bytes:
+            bucket, _, key = uri.removeprefix("s3://").partition("/")
+            body: bytes = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            return body
+
+        check_chosen_uris(headwater.show(result["run_id"]), root, read)
+        listed = client.list_objects_v2(Bucket=s3_bucket, Prefix="root/")
+        assert not [o["Key"] for o in listed["Contents"] if "executor_output" in o["Key"]]

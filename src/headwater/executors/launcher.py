@@ -37,12 +37,12 @@ def run_task(payload: dict[str, Any]) -> None:
             code = 0  # CreatePVC / DeletePVC: the platform operation was the whole task
         elif payload["kind"] == "python":
             code = _run_python(payload)
-        elif payload.get("uploads"):
-            code = _run_command(payload)  # it must come back here to upload its outputs
+        elif payload.get("outputs"):
+            code = _run_command(payload)  # it must come back here to settle its outputs
         else:
             _exec_command(payload)
         if code == 0:
-            _upload(payload)
+            _settle_outputs(payload)
     except SystemExit as exc:
         code = _exit_code(exc.code, payload)
     except BaseException as exc:  # a task's failure must never escape as ours
@@ -169,12 +169,18 @@ def _download(payload: dict[str, Any]) -> None:
             store.download(uri, local)
 
 
-def _upload(payload: dict[str, Any]) -> None:
-    if payload.get("uploads"):
+def _settle_outputs(payload: dict[str, Any]) -> None:
+    """Record each output artifact where the component put it, and put the bytes there."""
+    plan = payload.get("outputs")
+    if not plan:
+        return
+    from headwater.executors.outputs import settle_outputs
+
+    copies = settle_outputs(plan)
+    if copies:
         store = _store(payload)
-        for local, uri in payload["uploads"]:
-            if os.path.exists(local):  # Metrics artifacts write no file
-                store.upload(local, uri)
+        for local, uri in copies:
+            store.upload(local, uri)
 
 
 def _exit_code(code: object, payload: dict[str, Any]) -> int:

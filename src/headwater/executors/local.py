@@ -20,7 +20,7 @@ from headwater.artifacts import is_remote_uri
 from headwater.errors import HeadwaterSystemError
 from headwater.executors.base import Executor
 from headwater.executors.launcher import ERROR_FILE
-from headwater.executors.outputs import OutputError, collect_outputs
+from headwater.executors.outputs import OutputError, collect_outputs, output_plan
 from headwater.spec.placeholders import resolve_args
 from headwater.task import Launch, TaskError, TaskResult
 
@@ -101,36 +101,44 @@ class LocalExecutor(Executor):
     def _payload(self, launch: Launch) -> dict[str, Any]:
         # The server inherited our environment; send it again only if it has changed since.
         full_env = dict(os.environ) if os.environ != self._base_env else None
-        executor_input, downloads, uploads = stage_remote(launch)
+        component_input, downloads, uploads = stage_remote(launch)
+        program = python_program(launch.container)
+        plan = None
+        if program is not None or uploads:
+            # The task settles its output artifacts itself once the component succeeded:
+            # URIs the component set, custom paths, uploads to a remote root.
+            plan, component_input = output_plan(
+                launch.executor_input,
+                component_input,
+                launch.placeholders.pipeline_root,
+                python=program is not None,
+            )
         placeholders = launch.placeholders
+        if component_input is not launch.executor_input:
+            placeholders = dataclasses.replace(placeholders, executor_input=component_input)
         if downloads or uploads:
-            placeholders = dataclasses.replace(placeholders, executor_input=executor_input)
             self._preload("headwater.artifacts.fsspec_store", "s3fs")
-        outputs = executor_input["outputs"]
-        dirs = [str(launch.workdir / "outputs")]
-        dirs += [
-            os.path.dirname(art["uri"])
-            for spec in outputs["artifacts"].values()
-            for art in spec["artifacts"]
+        outputs = component_input["outputs"]
+        seen_artifacts = [
+            art["uri"] for spec in outputs["artifacts"].values() for art in spec["artifacts"]
         ]
         payload: dict[str, Any] = {
             "log_path": str(launch.log_path),
             "workdir": str(launch.workdir),
-            "dirs": dirs,
-            "stale": [outputs["outputFile"]],
+            "dirs": [str(launch.workdir / "outputs"), *map(os.path.dirname, seen_artifacts)],
+            "stale": sorted(
+                {launch.executor_input["outputs"]["outputFile"], outputs["outputFile"]}
+            ),
             # An earlier attempt's output files must not leak into this attempt's artifacts.
-            "clear": [
-                art["uri"] for spec in outputs["artifacts"].values() for art in spec["artifacts"]
-            ],
+            "clear": seen_artifacts,
             "env": full_env,
             "env_update": {"PYTHONUNBUFFERED": "1", **launch.env, **launch.device_env},
             "python_path": list(launch.python_path),
             "downloads": downloads,
-            "uploads": uploads,
+            "outputs": plan,
             "artifact_root": launch.placeholders.pipeline_root,
             "platform": None if launch.platform is None else launch.platform.to_payload(),
         }
-        program = python_program(launch.container)
         if program is not None:
             source, args = program
             payload.update(kind="python", source=source, args=resolve_args(args, placeholders))
@@ -140,7 +148,7 @@ class LocalExecutor(Executor):
             if argv and argv[0] in ("python3", "python"):
                 # Images run their own python3; here that is this environment's interpreter.
                 argv[0] = sys.executable
-            payload.update(kind="command", argv=argv, executor_input=executor_input)
+            payload.update(kind="command", argv=argv, executor_input=component_input)
         return payload
 
     def _preload(self, *modules: str) -> None:
@@ -288,7 +296,13 @@ def stage_remote(
                 uri = art["uri"]
                 if not is_remote_uri(uri):
                     continue
-                local = str(staging / side / slot / str(index) / uri.rstrip("/").rsplit("/", 1)[-1])
+                name = uri.rstrip("/").rsplit("/", 1)[-1]
+                if side == "outputs" and index == 0:
+                    # Outputs share one directory, a mirror of the remote task root, so that
+                    # `dsl.get_uri()` there maps back onto it (see `outputs.settle_outputs`).
+                    local = str(staging / "outputs" / name)
+                else:
+                    local = str(staging / side / slot / str(index) / name)
                 art["uri"] = local
                 if side == "inputs":
                     downloads.append((uri, local))
