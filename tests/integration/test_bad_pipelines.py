@@ -123,6 +123,15 @@ def test_dag_tasks_given_as_a_list(
     refused(headwater, result, "malformed PipelineSpec at root.dag.tasks: expected a mapping")
 
 
+def test_yaml_key_that_is_not_a_string(
+    headwater: Cli, compiled: dict[str, Any], tmp_path: Path, data_file: Path
+) -> None:
+    # It parsed, then crashed the run's recorder ("'<' not supported between int and str").
+    compiled["pipelineInfo"][5] = "five"
+    result = headwater("run", write_ir(tmp_path, compiled), "--param", f"data={data_file}")
+    refused(headwater, result, "is not valid YAML: mapping key 5 is not a string (quote it)")
+
+
 def test_yaml_nested_100000_deep(headwater: Cli, tmp_path: Path) -> None:
     path = tmp_path / "deep.yaml"
     path.write_text("[" * 100_000 + "]" * 100_000)

@@ -247,10 +247,10 @@ def _check_schema_version(value: Any) -> None:
 def _check_executor(label: str, executor: Mapping[str, Any]) -> None:
     path = f"deploymentSpec.executors.{label}"
     if "container" in executor:
-        _check_container(read.node(executor["container"], f"{path}.container"), path)
+        _check_container(read.node(executor["container"], path, "container"), path)
         return
     if "importer" in executor:
-        _check_importer(read.node(executor["importer"], f"{path}.importer"), path)
+        _check_importer(read.node(executor["importer"], path, "importer"), path)
         return
     kind = next(iter(executor), "nothing")
     named = {
@@ -265,16 +265,16 @@ def _check_executor(label: str, executor: Mapping[str, Any]) -> None:
 
 def _check_container(container: Mapping[str, Any], path: str) -> None:
     path = f"{path}.container"
-    read.text(container.get("image"), f"{path}.image")
-    read.strings(container.get("command"), f"{path}.command")
-    read.strings(container.get("args"), f"{path}.args")
-    for index, env in enumerate(read.sequence(container.get("env"), f"{path}.env")):
+    read.text(container.get("image"), path, "image")
+    read.strings(container.get("command"), path, "command")
+    read.strings(container.get("args"), path, "args")
+    for index, env in enumerate(read.sequence(container.get("env"), path, "env")):
         where = f"{path}.env[{index}]"
         env = read.mapping(env, where)
-        if not read.text(read.required(env, "name", where), f"{where}.name"):
+        if not read.text(read.required(env, "name", where), where, "name"):
             read.malformed(f"{where}.name", "a variable name", env["name"])
-        read.text(env.get("value"), f"{where}.value")
-    resources = read.mapping(container.get("resources"), f"{path}.resources")
+        read.text(env.get("value"), where, "value")
+    resources = read.mapping(container.get("resources"), path, "resources")
     for key, value in resources.items():
         where = f"{path}.resources.{key}"
         if key == "accelerator":
@@ -286,26 +286,26 @@ def _check_container(container: Mapping[str, Any], path: str) -> None:
         elif key.startswith("resource"):  # resourceCpuLimit & co: strings, maybe placeholders
             read.text(value, where)
         else:  # cpuLimit, memoryLimit & co: numbers (cores, GB)
-            read.number(value, where, 0.0)
+            read.number(value, where)
 
 
 def _check_importer(importer: Mapping[str, Any], path: str) -> None:
     path = f"{path}.importer"
-    uri = read.mapping(importer.get("artifactUri"), f"{path}.artifactUri")
+    uri = read.mapping(importer.get("artifactUri"), path, "artifactUri")
     if "constant" in uri:
-        read.text(uri["constant"], f"{path}.artifactUri.constant")
+        read.text(uri["constant"], path, "artifactUri.constant")
     elif "runtimeParameter" in uri:
-        read.text(uri["runtimeParameter"], f"{path}.artifactUri.runtimeParameter")
-    type_ = read.mapping(importer.get("typeSchema"), f"{path}.typeSchema")
-    read.text(type_.get("schemaTitle"), f"{path}.typeSchema.schemaTitle")
-    read.text(type_.get("schemaVersion"), f"{path}.typeSchema.schemaVersion")
-    read.mapping(importer.get("metadata"), f"{path}.metadata")
-    read.flag(importer.get("reimport"), f"{path}.reimport")
+        read.text(uri["runtimeParameter"], path, "artifactUri.runtimeParameter")
+    type_ = read.mapping(importer.get("typeSchema"), path, "typeSchema")
+    read.text(type_.get("schemaTitle"), path, "typeSchema.schemaTitle")
+    read.text(type_.get("schemaVersion"), path, "typeSchema.schemaVersion")
+    read.mapping(importer.get("metadata"), path, "metadata")
+    read.flag(importer.get("reimport"), path, "reimport")
 
 
 def _interface(raw: Mapping[str, Any], path: str) -> Interface:
-    ins = read.mapping(raw.get("inputDefinitions"), f"{path}.inputDefinitions")
-    outs = read.mapping(raw.get("outputDefinitions"), f"{path}.outputDefinitions")
+    ins = read.mapping(raw.get("inputDefinitions"), path, "inputDefinitions")
+    outs = read.mapping(raw.get("outputDefinitions"), path, "outputDefinitions")
     return Interface(
         input_parameters=_parameters(ins.get("parameters"), f"{path}.inputDefinitions.parameters"),
         input_artifacts=_artifacts(ins.get("artifacts"), f"{path}.inputDefinitions.artifacts"),
@@ -321,7 +321,7 @@ def _parameters(raw: Any, path: str) -> dict[str, ParameterDef]:
     for name, spec in read.named(raw, path).items():
         where = f"{path}.{name}"
         spec = read.mapping(spec, where)
-        ptype = read.text(spec.get("parameterType"), f"{where}.parameterType", "STRING")
+        ptype = read.text(spec.get("parameterType"), where, "parameterType", "STRING")
         if ptype not in PARAMETER_TYPES:
             raise PipelineSpecError(
                 f"parameter {name!r} has unknown type {ptype!r} (at {where}.parameterType; "
@@ -330,7 +330,7 @@ def _parameters(raw: Any, path: str) -> dict[str, ParameterDef]:
         params[name] = ParameterDef(
             name=name,
             type=ptype,
-            optional=read.flag(spec.get("isOptional"), f"{where}.isOptional"),
+            optional=read.flag(spec.get("isOptional"), where, "isOptional"),
             has_default="defaultValue" in spec,
             default=spec.get("defaultValue"),
         )
@@ -342,17 +342,17 @@ def _artifacts(raw: Any, path: str) -> dict[str, ArtifactDef]:
     for name, spec in read.named(raw, path).items():
         where = f"{path}.{name}"
         spec = read.mapping(spec, where)
-        type_ = read.mapping(spec.get("artifactType"), f"{where}.artifactType")
+        type_ = read.mapping(spec.get("artifactType"), where, "artifactType")
         artifacts[name] = ArtifactDef(
             name=name,
             schema_title=read.text(
-                type_.get("schemaTitle"), f"{where}.artifactType.schemaTitle", "system.Artifact"
+                type_.get("schemaTitle"), where, "artifactType.schemaTitle", "system.Artifact"
             ),
             schema_version=read.text(
-                type_.get("schemaVersion"), f"{where}.artifactType.schemaVersion", "0.0.1"
+                type_.get("schemaVersion"), where, "artifactType.schemaVersion", "0.0.1"
             ),
-            is_list=read.flag(spec.get("isArtifactList"), f"{where}.isArtifactList"),
-            optional=read.flag(spec.get("isOptional"), f"{where}.isOptional"),
+            is_list=read.flag(spec.get("isArtifactList"), where, "isArtifactList"),
+            optional=read.flag(spec.get("isOptional"), where, "isOptional"),
         )
     return artifacts
 
@@ -361,13 +361,13 @@ def _component(name: str, raw: Any, path: str) -> ComponentSpec:
     raw = read.mapping(raw, path)
     interface = _interface(raw, path)
     if "dag" in raw:
-        dag_raw = read.mapping(raw["dag"], f"{path}.dag")
+        dag_raw = read.mapping(raw["dag"], path, "dag")
         tasks_path = f"{path}.dag.tasks"
         tasks = {
             t: _task(t, spec, f"{tasks_path}.{t}")
             for t, spec in read.named(dag_raw.get("tasks"), tasks_path).items()
         }
-        outputs = read.mapping(dag_raw.get("outputs"), f"{path}.dag.outputs")
+        outputs = read.mapping(dag_raw.get("outputs"), path, "dag.outputs")
         dag = DagSpec(
             tasks=tasks,
             output_parameters=_dag_output_parameters(
@@ -379,7 +379,7 @@ def _component(name: str, raw: Any, path: str) -> ComponentSpec:
         )
         return ComponentSpec(name, interface, dag=dag)
     if "executorLabel" in raw:
-        label = read.text(raw["executorLabel"], f"{path}.executorLabel")
+        label = read.text(raw["executorLabel"], path, "executorLabel")
         return ComponentSpec(name, interface, executor_label=label)
     raise PipelineSpecError(
         f"component {name!r} has neither a 'dag' nor an 'executorLabel' (at {path})"
@@ -403,7 +403,7 @@ def _dag_output_parameters(raw: Any, path: str) -> Mapping[str, Mapping[str, Any
                 spec["valueFromParameter"], f"{where}.valueFromParameter", _OUT_PARAM, _SUBTASK
             )
         elif "valueFromOneof" in spec:
-            oneof = read.node(spec["valueFromOneof"], f"{where}.valueFromOneof")
+            oneof = read.node(spec["valueFromOneof"], where, "valueFromOneof")
             sels = f"{where}.valueFromOneof.parameterSelectors"
             for i, sel in enumerate(read.sequence(oneof.get("parameterSelectors"), sels)):
                 _selector(sel, f"{sels}[{i}]", _OUT_PARAM, _SUBTASK)
@@ -428,14 +428,14 @@ def _parameter_inputs(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
         where = f"{path}.{name}"
         sel = read.mapping(sel, where)
         if "runtimeValue" in sel:
-            read.node(sel["runtimeValue"], f"{where}.runtimeValue")
+            read.node(sel["runtimeValue"], where, "runtimeValue")
         elif "componentInputParameter" in sel:
-            read.text(sel["componentInputParameter"], f"{where}.componentInputParameter")
+            read.text(sel["componentInputParameter"], where, "componentInputParameter")
         elif "taskOutputParameter" in sel:
             _selector(sel["taskOutputParameter"], f"{where}.taskOutputParameter", _OUT_PARAM)
         elif "taskFinalStatus" in sel:
-            status = read.mapping(sel["taskFinalStatus"], f"{where}.taskFinalStatus")
-            read.text(read.required(status, "producerTask", where), f"{where}.producerTask")
+            status = read.mapping(sel["taskFinalStatus"], where, "taskFinalStatus")
+            read.text(read.required(status, "producerTask", where), where, "producerTask")
         else:
             read.malformed(
                 where,
@@ -445,7 +445,7 @@ def _parameter_inputs(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
             )
         if sel.get("parameterExpressionSelector"):
             expression = read.text(
-                sel["parameterExpressionSelector"], f"{where}.parameterExpressionSelector"
+                sel["parameterExpressionSelector"], where, "parameterExpressionSelector"
             )
             if not expression.lstrip().startswith(("parseJson(string_value)", "string_value")):
                 read.malformed(
@@ -462,7 +462,7 @@ def _artifact_inputs(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
         where = f"{path}.{name}"
         sel = read.mapping(sel, where)
         if "componentInputArtifact" in sel:
-            read.text(sel["componentInputArtifact"], f"{where}.componentInputArtifact")
+            read.text(sel["componentInputArtifact"], where, "componentInputArtifact")
         elif "taskOutputArtifact" in sel:
             _selector(sel["taskOutputArtifact"], f"{where}.taskOutputArtifact", _OUT_ARTIFACT)
         else:
@@ -484,47 +484,47 @@ def _duration(value: Any, default: float, path: str) -> float:
 
 def _task(name: str, raw: Any, path: str) -> TaskSpec:
     raw = read.mapping(raw, path)
-    ref_raw = read.mapping(raw.get("componentRef"), f"{path}.componentRef")
-    ref = read.text(ref_raw.get("name"), f"{path}.componentRef.name")
+    ref_raw = read.mapping(raw.get("componentRef"), path, "componentRef")
+    ref = read.text(ref_raw.get("name"), path, "componentRef.name")
     if not ref:
         raise PipelineSpecError(f"task {name!r} has no componentRef (at {path}.componentRef)")
-    inputs = read.mapping(raw.get("inputs"), f"{path}.inputs")
-    trigger = read.mapping(raw.get("triggerPolicy"), f"{path}.triggerPolicy")
+    inputs = read.mapping(raw.get("inputs"), path, "inputs")
+    trigger = read.mapping(raw.get("triggerPolicy"), path, "triggerPolicy")
     condition = None
-    expression = read.text(trigger.get("condition"), f"{path}.triggerPolicy.condition")
+    expression = read.text(trigger.get("condition"), path, "triggerPolicy.condition")
     if expression:
         condition = compile_condition(expression, task=name)
-    strategy = read.text(trigger.get("strategy"), f"{path}.triggerPolicy.strategy")
+    strategy = read.text(trigger.get("strategy"), path, "triggerPolicy.strategy")
     retry = None
     if "retryPolicy" in raw:
-        rp = read.mapping(raw["retryPolicy"], f"{path}.retryPolicy")
+        rp = read.mapping(raw["retryPolicy"], path, "retryPolicy")
         retry = RetryPolicy(
-            max_retries=read.integer(rp.get("maxRetryCount"), f"{path}.retryPolicy.maxRetryCount"),
+            max_retries=read.integer(rp.get("maxRetryCount"), path, "retryPolicy.maxRetryCount"),
             backoff=_duration(
                 rp.get("backoffDuration"), 0.0, f"{path}.retryPolicy.backoffDuration"
             ),
-            factor=read.number(rp.get("backoffFactor"), f"{path}.retryPolicy.backoffFactor", 2.0),
+            factor=read.number(rp.get("backoffFactor"), path, "retryPolicy.backoffFactor", 2.0),
             max_backoff=_duration(
                 rp.get("backoffMaxDuration"), 3600.0, f"{path}.retryPolicy.backoffMaxDuration"
             ),
         )
-    caching = read.mapping(raw.get("cachingOptions"), f"{path}.cachingOptions")
-    policy = read.mapping(raw.get("iteratorPolicy"), f"{path}.iteratorPolicy")
+    caching = read.mapping(raw.get("cachingOptions"), path, "cachingOptions")
+    policy = read.mapping(raw.get("iteratorPolicy"), path, "iteratorPolicy")
     return TaskSpec(
         name=name,
         component=ref,
-        dependencies=tuple(read.strings(raw.get("dependentTasks"), f"{path}.dependentTasks")),
+        dependencies=tuple(read.strings(raw.get("dependentTasks"), path, "dependentTasks")),
         parameter_inputs=_parameter_inputs(inputs.get("parameters"), f"{path}.inputs.parameters"),
         artifact_inputs=_artifact_inputs(inputs.get("artifacts"), f"{path}.inputs.artifacts"),
         condition=condition,
         all_upstream_completed=strategy == ALL_UPSTREAM_TASKS_COMPLETED,
         iterator=_iterator(name, raw, path),
         parallelism=read.integer(
-            policy.get("parallelismLimit"), f"{path}.iteratorPolicy.parallelismLimit"
+            policy.get("parallelismLimit"), path, "iteratorPolicy.parallelismLimit"
         ),
         retry=retry,
-        enable_cache=read.flag(caching.get("enableCache"), f"{path}.cachingOptions.enableCache"),
-        cache_key=read.text(caching.get("cacheKey"), f"{path}.cachingOptions.cacheKey"),
+        enable_cache=read.flag(caching.get("enableCache"), path, "cachingOptions.enableCache"),
+        cache_key=read.text(caching.get("cacheKey"), path, "cachingOptions.cacheKey"),
     )
 
 
@@ -532,29 +532,29 @@ def _iterator(name: str, raw: Mapping[str, Any], path: str) -> Iterator | None:
     if "parameterIterator" in raw:
         where = f"{path}.parameterIterator"
         spec = read.mapping(raw["parameterIterator"], where)
-        items = read.mapping(spec.get("items"), f"{where}.items")
+        items = read.mapping(spec.get("items"), where, "items")
         raw_items = None
         if "raw" in items:
             try:
-                raw_items = json.loads(read.text(items["raw"], f"{where}.items.raw"))
+                raw_items = json.loads(read.text(items["raw"], where, "items.raw"))
             except (ValueError, RecursionError) as exc:
                 raise PipelineSpecError(
                     f"task {name!r}: loop items are not JSON (at {where}.items.raw)"
                 ) from exc
             if not isinstance(raw_items, list):
                 read.malformed(f"{where}.items.raw", "a JSON list", raw_items)
-        input_name = read.text(items.get("inputParameter"), f"{where}.items.inputParameter")
+        input_name = read.text(items.get("inputParameter"), where, "items.inputParameter")
         if raw_items is None and not input_name:
             read.malformed(f"{where}.items", "'raw' or 'inputParameter'", dict(items))
-        item_input = read.text(read.required(spec, "itemInput", where), f"{where}.itemInput")
+        item_input = read.text(read.required(spec, "itemInput", where), where, "itemInput")
         return Iterator("parameter", item_input, raw=raw_items, input_name=input_name or None)
     if "artifactIterator" in raw:
         where = f"{path}.artifactIterator"
         spec = read.mapping(raw["artifactIterator"], where)
-        items = read.mapping(spec.get("items"), f"{where}.items")
+        items = read.mapping(spec.get("items"), where, "items")
         input_name = read.text(
-            read.required(items, "inputArtifact", f"{where}.items"), f"{where}.items.inputArtifact"
+            read.required(items, "inputArtifact", f"{where}.items"), where, "items.inputArtifact"
         )
-        item_input = read.text(read.required(spec, "itemInput", where), f"{where}.itemInput")
+        item_input = read.text(read.required(spec, "itemInput", where), where, "itemInput")
         return Iterator("artifact", item_input, input_name=input_name)
     return None

@@ -332,6 +332,8 @@ def check_args(args: Sequence[str], path: str, names: PlaceholderNames = _ANY_NA
         PipelineSpecError: The first bad placeholder, with its JSON path.
     """
     for index, arg in enumerate(args):
+        if "{{$" not in arg and not arg.startswith("{"):  # most arguments: plain text
+            continue
         where = f"{path}[{index}]"
         if arg.startswith(('{"Concat":', '{"IfPresent":')):
             try:

@@ -255,6 +255,17 @@ def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
     return None
 
 
+_ANY = PlaceholderNames()
+
+
+def _names_something(container: Mapping[str, Any]) -> bool:
+    """True if a placeholder of the container may name an input or output."""
+    strings = [*(container.get("command") or ()), *(container.get("args") or ())]
+    strings += [str(env.get("value") or "") for env in container.get("env") or ()]
+    strings += [str(v) for v in (container.get("resources") or {}).values()]
+    return any("{{$." in text or "IfPresent" in text for text in strings)
+
+
 def _parameters_only(parameters: frozenset[str] | None) -> PlaceholderNames:
     """Names for strings resolved against input parameters alone (constants, importers)."""
     none: frozenset[str] = frozenset()
@@ -275,7 +286,10 @@ def _check_executor_placeholders(ir: PipelineIR) -> None:
             artifacts.update(task.artifact_inputs)
     for label, executor in ir.executors.items():
         path = f"deploymentSpec.executors.{label}"
-        names = _executor_names(users.get(label, []), task_inputs)
+        # Names matter only to placeholders that name something: `{{$}}` alone (every
+        # lightweight Python component) is checked by form.
+        needs_names = "container" not in executor or _names_something(executor["container"])
+        names = _executor_names(users.get(label, []), task_inputs) if needs_names else _ANY
         if "container" in executor:
             container = executor["container"]
             path += ".container"

@@ -333,6 +333,47 @@ def test_ir_with_a_deep_constant_is_one_error(tmp_path: Path) -> None:
         parse_pipeline(doc)
 
 
+def _compiled_yaml(tmp_path: Path) -> str:
+    path = tmp_path / "arithmetic.yaml"
+    compiler.Compiler().compile(arithmetic, str(path))
+    return path.read_text()
+
+
+def test_yaml_dates_stay_text(tmp_path: Path) -> None:
+    text = _compiled_yaml(tmp_path).replace(
+        "pipelineInfo:\n", "pipelineInfo:\n  description: 2024-01-02\n"
+    )
+    path = tmp_path / "dated.yaml"
+    path.write_text(text)
+    ir = load_pipeline(path)
+    assert ir.raw["pipelineInfo"]["description"] == "2024-01-02"
+
+
+@pytest.mark.parametrize(
+    ("line", "problem", "column"),
+    [
+        ("  5: five", "mapping key 5 is not a string (quote it)", 3),
+        ("  blob: !!binary aGk=", "tag:yaml.org,2002:binary values have no JSON form", 9),
+        ("  tags: !!set {a: null}", "tag:yaml.org,2002:set values have no JSON form", 9),
+    ],
+    ids=["int-key", "binary", "set"],
+)
+def test_yaml_that_json_cannot_hold_is_refused_with_its_line(
+    tmp_path: Path, line: str, problem: str, column: int
+) -> None:
+    text = _compiled_yaml(tmp_path)
+    lines = text.splitlines()
+    at = lines.index("pipelineInfo:") + 1
+    lines.insert(at, line)
+    path = tmp_path / "odd.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(PipelineLoadError) as info:
+        load_pipeline(path)
+    assert str(info.value) == (
+        f"{str(path)!r} is not valid YAML: {problem} (line {at + 1}, column {column})"
+    )
+
+
 def test_empty_yaml(write_file: WriteFile) -> None:
     with pytest.raises(PipelineSpecError, match="is empty"):
         load_pipeline(write_file("empty.yaml", "# nothing here\n"))
