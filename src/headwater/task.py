@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.spec.placeholders import PlaceholderContext
 
 if TYPE_CHECKING:
-    from headwater.platform.kubernetes import TaskPlatform
+    from headwater.platform.pod import TaskPlatform
 
 
 class TaskState(str, enum.Enum):

@@ -212,3 +212,33 @@ def test_secrets_cli_set_list_delete_never_prints_values(headwater: Cli) -> None
     assert headwater("secrets", "delete", "db").returncode == 0
     assert headwater("secrets", "list").stdout == ""
     assert PASSWORD not in listed.stdout + listed.stderr
+
+
+def test_a_secret_named_by_a_parameter_inside_loops_and_nested_pipelines(headwater: Cli) -> None:
+    assert _set(headwater, "db", "password=four").returncode == 0
+    assert _set(headwater, "other", "password=sixsix").returncode == 0
+    assert run_ok(headwater.run("k8s_nested"))["outputs"]["Output"] == ["1:4", "2:4"]
+    summary = run_ok(headwater.run("k8s_nested", params={"secret": "other"}))
+    assert summary["outputs"]["Output"] == ["1:6", "2:6"]
+    tasks = {t["name"]: t.get("outputs") for t in headwater.show(summary["run_id"])["tasks"]}
+    assert tasks["inner.password-length"] == {"Output": "0:6"}
+
+
+def test_a_task_past_its_timeout_is_stopped_and_fails(headwater: Cli) -> None:
+    result = headwater.run("k8s_timeout")
+    summary = run_failed(result)
+    error = summary["tasks"][0]["error"]
+    assert error["message"] == "killed by SIGALRM", error
+    log = headwater.home / "runs" / summary["run_id"] / "tasks" / "nap" / "log.txt"
+    assert "if it runs longer than 1 s (kubernetes.set_timeout)" in log.read_text()
+
+
+def test_an_unusable_store_is_one_line_exit_2(headwater: Cli) -> None:
+    not_a_dir = headwater.cwd / "home-is-a-file"
+    not_a_dir.write_text("")
+    cli = headwater._replace(env={**headwater.env, "HEADWATER_HOME": str(not_a_dir)})
+    result = _set(cli, "db", "password=x")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"headwater: error: cannot use the secret store: {not_a_dir / 'secrets'}: Not a directory\n"
+    )

@@ -65,6 +65,14 @@ def cmd_secrets(args: argparse.Namespace) -> int:
     """Run `headwater secrets ...`; return the exit code."""
     kind = CONFIG_MAP if args.config_map else SECRET
     store = LocalSecretStore.for_home(config.home(), kind)
+    try:
+        return _run(args, store, kind)
+    except OSError as exc:
+        where = exc.filename or store.root
+        raise UserError(f"cannot use the {kind} store: {where}: {exc.strerror or exc}") from exc
+
+
+def _run(args: argparse.Namespace, store: LocalSecretStore, kind: str) -> int:
     if args.secrets_command == "set":
         items = _items(args.items, args.from_file, kind)
         store.set(args.name, items)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import socket
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from headwater.errors import HeadwaterError, PlatformError
+from headwater.platform.pod import (
+    FIELD_PATHS,
+    EnvFile,
+    Mount,
+    TaskPlatform,
+    field_value,
+    is_field_path,
+    pod_metadata,
+)
 from headwater.platform.secrets import CONFIG_MAP, SECRET, LocalSecretStore, check_key, check_name
 
 #: Images of KFP's CreatePVC / DeletePVC components: the driver runs them, not a container.
@@ -66,24 +74,6 @@ _EMULATED = {
     "activeDeadlineSeconds",
     "enabledSharedMemory",
 }
-#: What KFP's backend puts on every task pod (argocompiler and the API server).
-KFP_LABELS = {"pipelines.kubeflow.org/v2_component": "true"}
-KFP_ANNOTATIONS = {"pipelines.kubeflow.org/v2_component": "true"}
-NAMESPACE = "default"
-SERVICE_ACCOUNT = "pipeline-runner"  # KFP's default runner service account
-
-_SUBSCRIPT = re.compile(r"metadata\.(labels|annotations)\['([^']*)'\]\Z")
-_PLAIN_FIELDS = {
-    "metadata.name",
-    "metadata.namespace",
-    "metadata.uid",
-    "spec.nodeName",
-    "spec.serviceAccountName",
-    "status.hostIP",
-    "status.hostIPs",
-    "status.podIP",
-    "status.podIPs",
-}
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
 
 
@@ -109,87 +99,6 @@ class VolumeSource:
     memory: bool = False  # scratch on a tmpfs (emptyDir medium Memory)
     size: str = ""  # tmpfs size limit
     scratch: str = ""  # the scratch volume's name
-
-
-@dataclass(frozen=True)
-class EnvFile:
-    """An environment variable whose value is in a file the task process reads."""
-
-    env: str
-    path: str
-    optional: bool
-    what: str
-
-
-@dataclass(frozen=True)
-class Mount:
-    """A directory the task sees at `target`: `source` bound there, or a fresh tmpfs."""
-
-    target: str
-    source: str = ""  # "" means a fresh, empty tmpfs
-    read_only: bool = False
-    what: str = ""
-    size: str = ""
-    fresh: bool = False  # empty `source` first (scratch directories start empty every attempt)
-    owned: bool = False  # Headwater's own directory, so mount points may be made inside it
-
-    def to_payload(self) -> dict[str, Any]:
-        """A JSON-able form for the task process."""
-        return dict(vars(self))
-
-
-@dataclass(frozen=True)
-class TaskPlatform:
-    """What one attempt of one task gets from its kfp-kubernetes settings.
-
-    Carried by the `Launch`; the task process applies it (`headwater.platform.apply`) before
-    the component starts. It never holds a secret's value.
-    """
-
-    env: Mapping[str, str] = field(default_factory=dict)
-    env_files: tuple[EnvFile, ...] = ()
-    mounts: tuple[Mount, ...] = ()
-    pod: Mapping[str, Any] = field(default_factory=dict)
-    timeout: int = 0
-    operation: Mapping[str, str] | None = None
-    warnings: tuple[str, ...] = ()
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    #: (kind, name, store root, keys or None for all) of every object read, for the cache key.
-    sources: tuple[tuple[str, str, str, tuple[str, ...] | None], ...] = ()
-    #: The names of the volumes (PVCs) mounted, for the cache key.
-    volumes: tuple[str, ...] = ()
-
-    def to_payload(self) -> dict[str, Any]:
-        """A JSON-able form for the task process."""
-        return {
-            "env": dict(self.env),
-            "env_files": [vars(f) for f in self.env_files],
-            "mounts": [m.to_payload() for m in self.mounts],
-            "pod": dict(self.pod),
-            "timeout": self.timeout,
-            "operation": dict(self.operation) if self.operation else None,
-            "warnings": list(self.warnings),
-        }
-
-    def cache_material(self) -> dict[str, Any]:
-        """What the settings add to the task's cache key.
-
-        The settings as written (which secrets, keys, paths and labels); a keyed digest of
-        each secret's and config map's values, so a changed value is a cache miss while
-        nothing about the value can be learned from the key; and the names of the volumes
-        mounted, so a task reading a volume that CreatePVC made in this run runs again.
-        Field path values (the pod name holds the run id) are left out: they would make
-        every run a miss. Volume contents are left out too, as KFP does: a volume is shared,
-        mutable state. CreatePVC and DeletePVC are never served from the cache, since their
-        effect is on the machine.
-        """
-        if self.operation is not None:
-            return {"operation": self.operation["kind"], "nonce": uuid.uuid4().hex}
-        digests = {
-            f"{kind}/{name}": LocalSecretStore(Path(root), kind).digest(name, keys)
-            for kind, name, root, keys in self.sources
-        }
-        return {"settings": self.settings, "values": digests, "volumes": list(self.volumes)}
 
 
 @dataclass(frozen=True)
@@ -293,7 +202,9 @@ class ExecutorSettings:
                     mounts.append(
                         Mount(vol.mount_path, str(scratch), what=what, fresh=True, owned=True)
                     )
-        pod = pod_metadata(self, run_id=run_id, task_id=task_id, attempt=attempt)
+        pod = pod_metadata(
+            self.labels, self.annotations, run_id=run_id, task_id=task_id, attempt=attempt
+        )
         env = {name: field_value(path, pod) for name, path in self.field_paths}
         warnings: tuple[str, ...] = ()
         if self.ignored:
@@ -317,33 +228,6 @@ class ExecutorSettings:
 def volumes_dir(home: Path) -> Path:
     """Where volumes (PVCs) live: `$HEADWATER_HOME/volumes`."""
     return Path(home) / "volumes"
-
-
-def pod_metadata(
-    settings: ExecutorSettings, *, run_id: str, task_id: int, attempt: int
-) -> dict[str, Any]:
-    """The metadata of the pod a task attempt would have had on KFP."""
-    return {
-        "name": f"{run_id}-{task_id}",
-        "namespace": NAMESPACE,
-        "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"headwater:{run_id}/{task_id}/{attempt}")),
-        "labels": {**settings.labels, **KFP_LABELS, "pipeline/runid": run_id},
-        "annotations": {**settings.annotations, **KFP_ANNOTATIONS},
-        "nodeName": socket.gethostname(),
-    }
-
-
-def field_value(path: str, pod: Mapping[str, Any]) -> str:
-    """The value of a Downward API field path for a pod (a missing label is '')."""
-    match = _SUBSCRIPT.match(path)
-    if match:
-        return str(pod[match.group(1)].get(match.group(2), ""))
-    if path.startswith("metadata."):
-        return str(pod[path.removeprefix("metadata.")])
-    return {
-        "spec.nodeName": str(pod["nodeName"]),
-        "spec.serviceAccountName": SERVICE_ACCOUNT,
-    }.get(path, "127.0.0.1")  # status.hostIP(s), status.podIP(s): one machine, one address
 
 
 def parse_settings(
@@ -417,8 +301,8 @@ def _executor(label: str, config: Mapping[str, Any]) -> ExecutorSettings:
     field_paths = []
     for item in _items(config, "fieldPathAsEnv", at):
         path = str(item.get("fieldPath", ""))
-        if path not in _PLAIN_FIELDS and not _SUBSCRIPT.match(path):
-            known = ", ".join(sorted(_PLAIN_FIELDS))
+        if not is_field_path(path):
+            known = ", ".join(sorted(FIELD_PATHS))
             raise PlatformError(
                 f"{at}: field path {path!r} is not one Kubernetes exposes as an environment "
                 f"variable ({known}, metadata.labels['KEY'], metadata.annotations['KEY'])"

@@ -8,7 +8,8 @@ import pytest
 from kfp import dsl, kubernetes
 
 from headwater.errors import PlatformError, UserError
-from headwater.platform.kubernetes import ExecutorSettings, TaskPlatform, parse_settings
+from headwater.platform.kubernetes import ExecutorSettings, parse_settings
+from headwater.platform.pod import TaskPlatform
 from headwater.platform.secrets import CONFIG_MAP, LocalSecretStore
 from headwater.spec.ir import PipelineIR, parse_pipeline
 from headwater.spec.loader import ir_from_component
