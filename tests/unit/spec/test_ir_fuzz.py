@@ -119,15 +119,18 @@ def replacements(value: Any) -> list[Any]:
 
 
 def mutated(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-    doc = copy.deepcopy(doc)
-    node = doc
+    """`doc` with `value` at `path`: only the nodes along the path are copied (the test checks
+    that nothing changes the shared rest)."""
+    top = copy.copy(doc)
+    node: Any = top
     for key in path[:-1]:
+        node[key] = copy.copy(node[key])
         node = node[key]
     if value is _DELETE:
         del node[path[-1]]
     else:
         node[path[-1]] = value
-    return doc
+    return top
 
 
 def fake_result(launch: Launch) -> TaskResult:
@@ -180,6 +183,7 @@ def test_the_unmutated_pipeline_runs(compiled: dict[str, Any], tmp_path: Path) -
 
 def test_every_type_swap_is_refused_or_runs(compiled: dict[str, Any], tmp_path: Path) -> None:
     crashes = []
+    pristine = copy.deepcopy(compiled)
     all_paths = list(paths(compiled))
     assert len(all_paths) > 300  # the corpus covers most of the IR
     for path in all_paths:
@@ -200,3 +204,4 @@ def test_every_type_swap_is_refused_or_runs(compiled: dict[str, Any], tmp_path: 
             except Exception as exc:
                 crashes.append(f"run {path} = {value!r}: {type(exc).__name__}: {exc}")
     assert not crashes, f"{len(crashes)} crashes, first ones:\n" + "\n".join(crashes[:15])
+    assert compiled == pristine, "parsing or running a document changed it"
