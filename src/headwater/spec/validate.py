@@ -25,6 +25,12 @@ def check_pipeline(ir: PipelineIR) -> None:
         PipelineSpecError: A dangling reference (component, executor, task, output key,
             component input), a cycle of tasks or of nested components, or a bad placeholder.
     """
+    if ir.root.dag is None:
+        raise PipelineSpecError(
+            "malformed PipelineSpec at root: expected a 'dag' (the pipeline's tasks), got an "
+            "executorLabel; compile a @dsl.pipeline, or a component with kfp.compiler.Compiler, "
+            "which wraps it in a one-task DAG"
+        )
     for comp, path in _components(ir):
         if comp.executor_label is not None and comp.executor_label not in ir.executors:
             labels = ", ".join(sorted(ir.executors)) or "none"

@@ -272,6 +272,11 @@ def test_dangling_references_are_refused(
         assert word in message
 
 
+def test_root_that_is_not_a_dag(doc: dict[str, Any]) -> None:
+    doc["root"] = {"executorLabel": "exec-add"}
+    assert refused(doc).startswith("malformed PipelineSpec at root: expected a 'dag'")
+
+
 def test_loop_over_an_input_the_task_does_not_have(doc: dict[str, Any]) -> None:
     loop = root_tasks(doc)["for-loop-2"]
     loop["parameterIterator"]["items"] = {"inputParameter": "pipelinechannel--nothing"}
