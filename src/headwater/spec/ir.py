@@ -8,10 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from headwater.errors import PipelineSpecError, SpecVersionWarning, UnsupportedFeatureError
+from headwater.errors import (
+    ParameterError,
+    PipelineSpecError,
+    SpecVersionWarning,
+    UnsupportedFeatureError,
+)
 from headwater.spec import _read as read
 from headwater.spec.cel import Condition, compile_condition
-from headwater.spec.types import PARAMETER_TYPES
+from headwater.spec.types import PARAMETER_TYPES, coerce, protojson
 from headwater.spec.validate import check_pipeline
 
 if TYPE_CHECKING:
@@ -327,12 +332,18 @@ def _parameters(raw: Any, path: str) -> dict[str, ParameterDef]:
                 f"parameter {name!r} has unknown type {ptype!r} (at {where}.parameterType; "
                 f"known types: {', '.join(PARAMETER_TYPES)})"
             )
+        default = spec.get("defaultValue")
+        if default is not None and ptype not in ("TASK_FINAL_STATUS", "TASK_CONFIG"):
+            try:  # the engine coerces defaults when a run starts or a task needs one
+                coerce(protojson(default), ptype, name=name, what="the default of parameter")
+            except ParameterError as exc:
+                raise PipelineSpecError(f"{exc} (at {where}.defaultValue)") from exc
         params[name] = ParameterDef(
             name=name,
             type=ptype,
             optional=read.flag(spec.get("isOptional"), where, "isOptional"),
             has_default="defaultValue" in spec,
-            default=spec.get("defaultValue"),
+            default=default,
         )
     return params
 

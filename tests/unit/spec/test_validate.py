@@ -272,6 +272,25 @@ def test_dangling_references_are_refused(
         assert word in message
 
 
+@pytest.mark.parametrize(
+    ("component", "value"),
+    [("root", "many"), ("components/comp-add", [1])],
+    ids=["pipeline-parameter", "component-input"],
+)
+def test_default_that_does_not_fit_its_type(
+    doc: dict[str, Any], component: str, value: Any
+) -> None:
+    node = doc
+    for key in component.split("/"):
+        node = node[key]
+    params = node["inputDefinitions"]["parameters"]
+    name = "x" if component == "root" else "b"
+    params[name]["defaultValue"] = value
+    message = refused(doc)
+    assert f"the default of parameter {name!r} expects int (NUMBER_INTEGER) but got" in message
+    assert f"inputDefinitions.parameters.{name}.defaultValue" in message
+
+
 def test_root_that_is_not_a_dag(doc: dict[str, Any]) -> None:
     doc["root"] = {"executorLabel": "exec-add"}
     assert refused(doc).startswith("malformed PipelineSpec at root: expected a 'dag'")
