@@ -13,6 +13,9 @@ is covered, in the task's namespace only, by a tmpfs holding each of its entries
 (symlinks copied), plus the new mount point. Everything under it looks and behaves as before;
 a new top-level directory (`/data`) covers `/` this way and enters it with `chroot`.
 
+Covering `/` makes it a tmpfs for the task: a file the task writes directly in `/` (not in a
+directory there) is its own and vanishes with it.
+
 Where the system refuses (not Linux, user namespaces disabled, a container without the
 privilege), the task fails before its component starts, naming the mount path and the cause.
 """
@@ -57,6 +60,12 @@ _KEPT_FLAGS = (
     (os.ST_NODIRATIME, MS_NODIRATIME),
     (os.ST_RELATIME, MS_RELATIME),
 )
+_REFUSALS = {
+    errno.EPERM: "not permitted",
+    errno.EACCES: "not permitted",
+    errno.ENOSPC: "the user namespace limit, user.max_user_namespaces, is reached",
+    errno.EINVAL: "not supported by this kernel",
+}
 _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 _UNITS |= {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _QUANTITY = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|)\Z")
@@ -110,10 +119,11 @@ def mount_all(mounts: Sequence[Mapping[str, Any]], *, stage: str) -> None:
             f"{where}: that needs a Linux mount namespace, and this is {sys.platform}"
         )
     try:
-        _enter_namespace()
+        enter_namespace()
     except OSError as exc:
+        reason = _REFUSALS.get(exc.errno or 0, exc.strerror or str(exc))
         raise PlatformError(
-            f"{where}: this system refuses a private mount namespace ({exc.strerror}); allow "
+            f"{where}: this system refuses a private mount namespace ({reason}); allow "
             "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
             "user.max_user_namespaces > 0; on Ubuntu 24.04+ also "
             "kernel.apparmor_restrict_unprivileged_userns=0), or run as root"
@@ -157,8 +167,14 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     _check(result, f"mount {target}")
 
 
-def _enter_namespace() -> None:
-    """Leave the machine's mount namespace; mounts made after this are the task's own."""
+def enter_namespace() -> None:
+    """Leave the machine's mount namespace; mounts made after this are this process's own.
+
+    It cannot be undone: call it in the task process (or, to probe, in a throwaway one).
+
+    Raises:
+        OSError: The system refuses (not permitted, user namespaces disabled or limited).
+    """
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
     try:

@@ -21,18 +21,11 @@ from headwater.platform.volumes import create_volume, delete_volume
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux namespaces")
 
-_PROBE = (
-    "import os; os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNS)"
-    if hasattr(os, "unshare")
-    else ("import ctypes; assert ctypes.CDLL(None, use_errno=True).unshare(0x10020000) == 0")
-)
-
 
 def _namespaces_work() -> bool:
-    probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True)
-    if os.geteuid() == 0:
-        return True  # root needs only CLONE_NEWNS
-    return probe.returncode == 0
+    """Whether a task process here may enter a mount namespace (probed in a throwaway one)."""
+    probe = "from headwater.platform.volumes import enter_namespace; enter_namespace()"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
 needs_namespaces = pytest.mark.skipif(
@@ -193,19 +186,32 @@ def _unprivileged(limit_namespaces: bool) -> list[str]:
 def test_without_privilege_the_task_makes_its_own_user_namespace(tmp_path: Path) -> None:
     volume = tmp_path / "volume"
     volume.mkdir()
-    target = tmp_path / "target"
-    target.mkdir()
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "key").write_text("v")
+    target = tmp_path / "host" / "missing"
+    target.parent.mkdir()
     out = _in_task(
-        [_mount(str(target), str(volume), owned=True)],
+        [
+            _mount(str(target), str(volume), owned=True),
+            _mount(str(tmp_path / "host" / "ro"), str(secret), read_only=True),
+        ],
         tmp_path / "stage",
         f"""
+        import errno
         open({str(target / "f")!r}, "w").write("x")
-        result = open("/proc/self/uid_map").read().split()
+        try:
+            open({str(tmp_path / "host" / "ro" / "key")!r}, "w")
+        except OSError as exc:
+            refused = errno.errorcode[exc.errno]
+        result = open("/proc/self/uid_map").read().split() + [refused]
         """,
         prefix=_unprivileged(limit_namespaces=False),
     )
-    assert out == {"result": ["0", "0", "1"]}  # a nested namespace mapping the user to itself
+    # A nested user namespace mapping the user to itself; the read-only bind holds there too.
+    assert out == {"result": ["0", "0", "1", "EROFS"]}
     assert (volume / "f").read_text() == "x"
+    assert sorted(p.name for p in (tmp_path / "host").iterdir()) == []
 
 
 def test_a_refused_namespace_fails_naming_the_mount_path_and_the_fix(tmp_path: Path) -> None:
@@ -216,7 +222,10 @@ def test_a_refused_namespace_fails_naming_the_mount_path_and_the_fix(tmp_path: P
         prefix=_unprivileged(limit_namespaces=True),
     )
     assert "error" in out, out
-    assert out["error"].startswith("cannot mount volume 'v' at /data: this system refuses")
+    assert out["error"].startswith(
+        "cannot mount volume 'v' at /data: this system refuses a private mount namespace "
+        "(the user namespace limit, user.max_user_namespaces, is reached)"
+    )
     assert "unprivileged_userns_clone" in out["error"]
 
 
