@@ -11,6 +11,7 @@ The tree::
     │   ├── ParameterError              unknown, missing or mistyped pipeline parameter
     │   ├── MissingPackagesError        packages_to_install absent from this environment
     │   ├── ResourceError               a task asks for more than this machine can give
+    │   ├── OutputError                 a task exited 0 without the outputs it declared
     │   ├── StorageError                a store URL that is malformed, unreachable or missing
     │   ├── RunClaimedError             resuming a run another engine is running (names pid@host)
     │   ├── PlatformError               a kfp-kubernetes setting we cannot honour (missing secret)
@@ -64,6 +65,10 @@ class MissingPackagesError(UserError):
 
 class ResourceError(UserError):
     """A task requests resources this machine cannot provide."""
+
+
+class OutputError(UserError):
+    """A task exited 0 but did not produce what it declared (recorded as that task's error)."""
 
 
 class HeadwaterSystemError(HeadwaterError):

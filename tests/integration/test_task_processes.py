@@ -283,3 +283,41 @@ def test_artifact_uris_chosen_by_the_component_on_s3(
         check_chosen_uris(headwater.show(result["run_id"]), root, read)
         listed = client.list_objects_v2(Bucket=s3_bucket, Prefix="root/")
         assert not [o["Key"] for o in listed["Contents"] if "executor_output" in o["Key"]]
+
+
+# --- failed tasks report a structured error ----------------------------------------------------
+
+
+def test_every_failure_shape_reaches_the_engine_as_a_task_error(headwater: Cli) -> None:
+    cli = headwater.run("task_failures")
+
+    result = run_failed(cli)
+    assert "Traceback" not in cli.stderr
+    errors = {t["name"]: t["error"] for t in result["tasks"]}
+    assert set(errors) == {"raises", "exits", "exits-hard", "killed", "not-text"}
+    for name, error in errors.items():
+        assert error is not None, name
+        assert error["task"] == name
+        assert error["log_path"], name
+
+    raised = errors["raises"]
+    assert (raised["error_type"], raised["message"], raised["exit_code"]) == (
+        "ValueError",
+        "boom-value-7c1",
+        1,
+    )
+    assert "raise ValueError" in raised["traceback"]
+
+    exited = errors["exits"]
+    assert (exited["error_type"], exited["exit_code"]) == ("SystemExit", 3)
+    assert "sys.exit(3)" in exited["message"]
+    assert "sys.exit(3)" in exited["traceback"]
+
+    assert errors["exits-hard"]["exit_code"] == 4
+    assert "exited with code 4" in errors["exits-hard"]["message"]
+    assert errors["killed"]["exit_code"] == -9
+    assert "SIGKILL" in errors["killed"]["message"]
+
+    not_text = errors["not-text"]
+    assert not_text["error_type"] == "OutputError"
+    assert "'out'" in not_text["message"] and "UTF-8" in not_text["message"]

@@ -16,6 +16,8 @@ import sys
 import traceback
 from typing import Any
 
+from headwater.errors import PipelineSpecError
+
 ERROR_FILE = "error.json"
 
 
@@ -44,11 +46,11 @@ def run_task(payload: dict[str, Any]) -> None:
         if code == 0:
             _settle_outputs(payload)
     except SystemExit as exc:
-        code = _exit_code(exc.code, payload)
+        code = _exit_code(exc, payload)
     except BaseException as exc:  # a task's failure must never escape as ours
-        _write_error(payload, exc, exit_code=127 if isinstance(exc, FileNotFoundError) else 1)
-        traceback.print_exc()
         code = 127 if isinstance(exc, FileNotFoundError) else 1
+        _write_error(payload, exc, exit_code=code)
+        traceback.print_exc()
     finally:
         try:
             sys.stdout.flush()
@@ -128,7 +130,7 @@ def _run_python(payload: dict[str, Any]) -> int:
     try:
         executor_main.executor_main()
     except SystemExit as exc:
-        return _exit_code(exc.code, payload)
+        return _exit_code(exc, payload)
     except BaseException as exc:
         _write_error(payload, exc, exit_code=1)
         traceback.print_exc()
@@ -137,20 +139,25 @@ def _run_python(payload: dict[str, Any]) -> int:
 
 
 def _exec_command(payload: dict[str, Any]) -> None:
-    argv = payload["argv"]
-    if not argv:
-        raise ValueError("the container has no command or args to run")
+    argv = _argv(payload)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvpe(argv[0], argv, os.environ)
 
 
+def _argv(payload: dict[str, Any]) -> list[str]:
+    argv: list[str] = payload["argv"]
+    if not argv:
+        raise PipelineSpecError(
+            "the task's container has no command or args to run: give its ContainerSpec a command"
+        )
+    return argv
+
+
 def _run_command(payload: dict[str, Any]) -> int:
     import subprocess
 
-    argv = payload["argv"]
-    if not argv:
-        raise ValueError("the container has no command or args to run")
+    argv = _argv(payload)
     sys.stdout.flush()
     sys.stderr.flush()
     return subprocess.call(argv, env=os.environ)
@@ -183,23 +190,37 @@ def _settle_outputs(payload: dict[str, Any]) -> None:
             store.upload(local, uri)
 
 
-def _exit_code(code: object, payload: dict[str, Any]) -> int:
-    if code is None:
+def _exit_code(exc: SystemExit, payload: dict[str, Any]) -> int:
+    """The exit code of a `sys.exit()`; a failing one is recorded with where it was called."""
+    code = exc.code
+    if code is None or code == 0:
         return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)
-    _write_error(payload, SystemExit(code), exit_code=1)
-    return 1
+    if not isinstance(code, int):
+        print(code, file=sys.stderr)
+    _write_error(payload, exc, exit_code=code if isinstance(code, int) else 1)
+    return code if isinstance(code, int) else 1
 
 
 def _write_error(payload: dict[str, Any], exc: BaseException, *, exit_code: int) -> None:
+    """Write the structured record the engine reports as this task's error.
+
+    Beside the task's log; where that cannot be written (the task's directory could not be
+    made), in the executor's spool, so that the reason still reaches the engine.
+    """
+    message = f"sys.exit({exc.code!r}) was called" if isinstance(exc, SystemExit) else str(exc)
     record = {
         "error_type": type(exc).__name__,
-        "message": str(exc),
+        "message": message,
         "traceback": "".join(traceback.format_exception(exc)),
         "exit_code": exit_code,
     }
-    path = os.path.join(payload["workdir"], ERROR_FILE)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(record, fh)
+    text = json.dumps(record)
+    for path in (os.path.join(payload["workdir"], ERROR_FILE), payload.get("error_spool")):
+        if not path:
+            continue
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
+        except OSError:
+            continue

@@ -9,18 +9,21 @@ import itertools
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from typing import Any
+from traceback import format_exception
+from typing import IO, Any
 
 from headwater.artifacts import is_remote_uri
-from headwater.errors import HeadwaterSystemError
+from headwater.errors import HeadwaterError, HeadwaterSystemError
 from headwater.executors.base import Executor
 from headwater.executors.launcher import ERROR_FILE
-from headwater.executors.outputs import OutputError, collect_outputs, output_plan
+from headwater.executors.outputs import collect_outputs, output_plan
 from headwater.spec.placeholders import resolve_args
 from headwater.task import Launch, TaskError, TaskResult
 
@@ -59,6 +62,12 @@ class LocalExecutor(Executor):
             env=env,
             start_new_session=True,
         )
+        if self._server.stdin is None or self._server.stdout is None:  # never, with PIPE
+            raise HeadwaterSystemError("the task fork server started without its pipes")
+        self._requests: IO[bytes] = self._server.stdin
+        self._replies: IO[bytes] = self._server.stdout
+        # Where a task that fails before its own directory exists writes its error record.
+        self._spool = tempfile.mkdtemp(prefix="headwater-task-errors-")
         self._events: queue.Queue[dict[str, Any]] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name="headwater-forkserver", daemon=True)
         self._reader.start()
@@ -72,8 +81,7 @@ class LocalExecutor(Executor):
         self._lock = threading.Lock()
 
     def _read(self) -> None:
-        assert self._server.stdout is not None
-        for line in self._server.stdout:
+        for line in self._replies:
             try:
                 self._events.put(json.loads(line))
             except ValueError:
@@ -86,15 +94,21 @@ class LocalExecutor(Executor):
         Directories and files are made by the task process, not here: on this path every
         millisecond the engine spends is a millisecond no other task can start.
         """
-        payload = self._payload(launch)
-        self._used = True
         submission = next(self._submissions)
         self._launches[submission] = launch
+        try:
+            payload = self._payload(launch)
+        except Exception as exc:  # any of it is this task's failure, not the engine's
+            # A placeholder that does not resolve, an artifact that cannot be staged: the task
+            # fails with the reason, as if it had run, and the run goes on.
+            self._events.put({"id": submission, "error": _record(exc, exit_code=None)})
+            return
+        payload["error_spool"] = os.path.join(self._spool, f"{submission}.json")
+        self._used = True
         request = json.dumps({"id": submission, "payload": payload}) + "\n"
         try:
-            assert self._server.stdin is not None
-            self._server.stdin.write(request.encode())
-            self._server.stdin.flush()
+            self._requests.write(request.encode())
+            self._requests.flush()
         except (BrokenPipeError, OSError) as exc:
             raise HeadwaterSystemError(f"the task fork server has exited: {exc}") from exc
 
@@ -157,8 +171,7 @@ class LocalExecutor(Executor):
         if not wanted:
             return
         self._preloaded.update(wanted)
-        assert self._server.stdin is not None
-        self._server.stdin.write((json.dumps({"import": wanted}) + "\n").encode())
+        self._requests.write((json.dumps({"import": wanted}) + "\n").encode())
 
     def wait(self, timeout: float | None) -> list[TaskResult]:
         """Wait up to `timeout` s for attempts to end; return each ended one's result."""
@@ -177,37 +190,34 @@ class LocalExecutor(Executor):
             if "pid" in event:
                 if event["id"] in self._launches:
                     self._pids[event["id"]] = event["pid"]
-            elif "exit" in event:
+            elif "exit" in event or "error" in event:
                 self._pids.pop(event["id"], None)
                 launch = self._launches.pop(event["id"], None)
                 if launch is None:
                     continue  # a task cancelled earlier
-                results.append(self._result(launch, event["exit"]))
+                if "error" in event:
+                    error = _task_error(launch, event["error"], None)
+                    results.append(TaskResult(launch.task_id, error=error))
+                else:
+                    results.append(self._result(launch, event["id"], event["exit"]))
 
-    def _result(self, launch: Launch, exitcode: int | None) -> TaskResult:
+    def _result(self, launch: Launch, submission: int, exitcode: int) -> TaskResult:
         if exitcode == 0:
             try:
                 return TaskResult(launch.task_id, outputs=collect_outputs(launch))
-            except OutputError as exc:
-                error = _error(launch, "OutputError", str(exc), 0)
+            except Exception as exc:  # whatever it wrote, the task failed
+                error = _task_error(launch, _record(exc, exit_code=0), 0)
                 return TaskResult(launch.task_id, error=error)
-        record_path = launch.workdir / ERROR_FILE
-        if record_path.is_file():
+        spooled = os.path.join(self._spool, f"{submission}.json")
+        for path in (launch.workdir / ERROR_FILE, spooled):
             try:
-                record = json.loads(record_path.read_text(encoding="utf-8"))
-            except ValueError:
-                record = None
-            if record:
-                error = TaskError(
-                    task=launch.name,
-                    error_type=record.get("error_type", "Error"),
-                    message=record.get("message", ""),
-                    traceback=record.get("traceback", ""),
-                    exit_code=exitcode,
-                    log_path=str(launch.log_path),
-                )
-                return TaskResult(launch.task_id, error=error)
-        if exitcode is not None and exitcode < 0:
+                with open(path, encoding="utf-8") as fh:
+                    record = json.load(fh)
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict) and record:
+                return TaskResult(launch.task_id, error=_task_error(launch, record, exitcode))
+        if exitcode < 0:
             message = f"killed by {signal.Signals(-exitcode).name}"
         else:
             message = f"exited with code {exitcode}"
@@ -231,7 +241,7 @@ class LocalExecutor(Executor):
                 continue
             if "pid" in event and event["id"] in self._launches:
                 self._pids[event["id"]] = event["pid"]
-            elif "exit" in event:
+            elif "exit" in event or "error" in event:
                 self._launches.pop(event["id"], None)
         groups = list(self._pids.values())
         for pid in groups:
@@ -252,16 +262,16 @@ class LocalExecutor(Executor):
         """Stop the fork server; with `kill`, terminate running tasks first."""
         if kill:
             self.cancel()
-        if self._server.stdin is not None and not self._server.stdin.closed:
+        if not self._requests.closed:
             with contextlib.suppress(OSError):
-                self._server.stdin.close()
+                self._requests.close()
         if not self._used:
             # Nothing ever ran here (an all-cached run): no need to let it finish warming up.
             self._server.kill()
         # The server exits as soon as its stdin closes (after stopping any task still running).
         self._server.wait()
-        if self._server.stdout is not None:
-            self._server.stdout.close()
+        self._replies.close()
+        shutil.rmtree(self._spool, ignore_errors=True)
         self._launches.clear()
         self._pids.clear()
 
@@ -323,3 +333,27 @@ def _group_alive(pgid: int) -> bool:
 
 def _error(launch: Launch, kind: str, message: str, code: int | None) -> TaskError:
     return TaskError(launch.name, kind, message, exit_code=code, log_path=str(launch.log_path))
+
+
+def _record(exc: BaseException, *, exit_code: int | None) -> dict[str, Any]:
+    """The error record of a failure seen on the engine's side (the shape of `error.json`).
+
+    Our own errors say what is wrong in their message; anything else keeps its traceback.
+    """
+    return {
+        "error_type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "" if isinstance(exc, HeadwaterError) else "".join(format_exception(exc)),
+        "exit_code": exit_code,
+    }
+
+
+def _task_error(launch: Launch, record: dict[str, Any], exitcode: int | None) -> TaskError:
+    return TaskError(
+        task=launch.name,
+        error_type=str(record.get("error_type") or "Error"),
+        message=str(record.get("message") or ""),
+        traceback=str(record.get("traceback") or ""),
+        exit_code=exitcode,
+        log_path=str(launch.log_path),
+    )

@@ -28,15 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from headwater.artifacts.fsspec_store import is_remote_uri
-from headwater.errors import HeadwaterError
+from headwater.errors import OutputError
 from headwater.task import Launch, Outputs
 
 #: The ExecutorOutput KFP's executor writes in the task root, before the launcher settles it.
 TASK_ROOT_OUTPUT = "executor_output.json"
-
-
-class OutputError(HeadwaterError):
-    """A task exited 0 but did not produce what it declared (reported as the task's error)."""
 
 
 def collect_outputs(launch: Launch) -> Outputs:
@@ -66,7 +62,7 @@ def collect_outputs(launch: Launch) -> Outputs:
             raise OutputError(
                 f"output parameter {name!r} was not written (expected a file at {path})"
             )
-        params[name] = _read_parameter(path, launch.output_types.get(name, "STRING"))
+        params[name] = _read_parameter(name, path, launch.output_types.get(name, "STRING"))
     artifacts: dict[str, list[dict[str, Any]]] = {}
     updates = written.get("artifacts") or {}
     root = launch.placeholders.pipeline_root
@@ -203,8 +199,14 @@ def _target(uri: str, seen: str, assigned: str, plan: dict[str, Any]) -> str:
     return uri if within(uri, plan["root"]) else assigned
 
 
-def _read_parameter(path: Path, parameter_type: str) -> Any:
-    text = path.read_text(encoding="utf-8")
+def _read_parameter(name: str, path: Path, parameter_type: str) -> Any:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OutputError(
+            f"output parameter {name!r} is not UTF-8 text ({path}: {exc.reason} at byte "
+            f"{exc.start}): write it as text"
+        ) from exc
     if parameter_type == "STRING":
         return text
     if parameter_type == "BOOLEAN":
@@ -215,5 +217,6 @@ def _read_parameter(path: Path, parameter_type: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise OutputError(
-            f"output parameter file {path} holds {text[:60]!r}, not a {parameter_type} in JSON"
+            f"output parameter {name!r} ({path}) holds {text[:60]!r}, not a {parameter_type} "
+            "in JSON"
         ) from exc

@@ -15,6 +15,7 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from headwater import config
@@ -30,7 +31,8 @@ _OPTIONS_WITH_VALUE = {
     "-f",
     "--find-links",
 }
-_KFP_OWN = ("kfp==", "kfp>", "kfp<", "kfp[", "typing-extensions")
+#: What KFP's prelude installs for itself (`kfp`, pinned or not; not `kfp-kubernetes`).
+_KFP_OWN = re.compile(r"(kfp|typing-extensions)($|[=<>!~\[;\s])")
 
 
 def requirements(container: dict[str, Any]) -> list[str]:
@@ -49,7 +51,7 @@ def requirements(container: dict[str, Any]) -> list[str]:
             if token in _OPTIONS_WITH_VALUE:
                 skip = True
                 continue
-            if token.startswith("-") or token.startswith(_KFP_OWN):
+            if token.startswith("-") or _KFP_OWN.match(token):
                 continue
             found.append(token)
     return found
@@ -109,25 +111,37 @@ def prepare_packages(ir: PipelineIR, *, install: bool) -> tuple[str, ...]:
     digest = hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:16]
     target = config.envs_dir() / digest
     if not (target / ".complete").exists():
-        target.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--target",
-                str(target),
-                *reqs,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["pip failed"]
-            raise UserError(f"installing {' '.join(reqs)} failed: {tail[0]}")
-        (target / ".complete").touch()
+        _install(reqs, target)
     return (str(target),)
+
+
+def _install(reqs: list[str], target: Path) -> None:
+    """pip-install `reqs` into `target`, which is marked complete only once they all are."""
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"cannot install packages_to_install into {str(target)!r}: "
+            f"{exc.strerror or exc}: make it writable, or set HEADWATER_HOME to a writable "
+            "directory"
+        ) from exc
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            *reqs,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["pip failed"]
+        raise UserError(f"installing {' '.join(reqs)} failed: {tail[0]}")
+    (target / ".complete").touch()

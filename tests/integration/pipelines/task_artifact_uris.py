@@ -28,7 +28,7 @@ def split(data: Input[Dataset]) -> NamedTuple("outputs", first=Dataset, second=D
         f.write(text[:4])
     with open(second.path, "w") as f:
         f.write(text[5:])
-    outputs = NamedTuple("outputs", first=Dataset, second=Dataset)
+    outputs = NamedTuple("outputs", first=Dataset, second=Dataset)  # noqa: UP014 -- as KFP's
     return outputs(first=first, second=second)
 
 

@@ -67,11 +67,11 @@ def check_gone(scratch: str) -> str:
         except OSError:
             return False
 
-    pids = {
-        name: int(open(os.path.join(scratch, name)).read())
-        for name in sorted(os.listdir(scratch))
-        if name.endswith(".pid")
-    }
+    pids = {}
+    for name in sorted(os.listdir(scratch)):
+        if name.endswith(".pid"):
+            with open(os.path.join(scratch, name)) as f:
+                pids[name] = int(f.read())
     deadline = time.monotonic() + 20
     while [n for n, p in pids.items() if alive(p)] and time.monotonic() < deadline:
         time.sleep(0.05)
