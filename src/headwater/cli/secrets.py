@@ -11,11 +11,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater import config
 from headwater.errors import UserError
-from headwater.platform.secrets import CONFIG_MAP, SECRET, LocalSecretStore
+
+if TYPE_CHECKING:
+    from headwater.platform.secrets import LocalSecretStore
 
 
 def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -63,6 +65,9 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
 
 def cmd_secrets(args: argparse.Namespace) -> int:
     """Run `headwater secrets ...`; return the exit code."""
+    # Imported here, not at the top: every CLI start builds the parser, few run this.
+    from headwater.platform.secrets import CONFIG_MAP, SECRET, LocalSecretStore
+
     kind = CONFIG_MAP if args.config_map else SECRET
     store = LocalSecretStore.for_home(config.home(), kind)
     try:

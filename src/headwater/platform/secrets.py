@@ -14,12 +14,8 @@ values), so a cache key can change when a value changes without revealing anythi
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -121,6 +117,8 @@ class LocalSecretStore:
         Each value is written to a private temporary file and renamed into place, so a task
         reading the store sees the old value or the new one, never half of one.
         """
+        import tempfile
+
         for key in items:
             check_key(key, self.kind)
         path = self.path(name)
@@ -148,6 +146,8 @@ class LocalSecretStore:
             raise NotFoundError(self._missing(name))
         keys = list(keys)
         if not keys:
+            import shutil
+
             shutil.rmtree(path)
             return
         present = set(self.keys(name))
@@ -165,6 +165,9 @@ class LocalSecretStore:
         The key of the hash is random, made once per store and kept in it (0600), so the
         digest changes whenever a value does but cannot be used to guess a value.
         """
+        import hashlib
+        import hmac
+
         if not self.exists(name):
             return None
         chosen = sorted(self.keys(name) if keys is None else set(keys))
