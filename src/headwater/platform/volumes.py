@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import functools
 import os
@@ -51,14 +50,15 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_RELATIME = 1 << 21
 MNT_DETACH = 2
-#: statvfs flags of a mount that a bind remount must keep (a user namespace may not clear them).
+#: Linux statvfs flags of a mount that a bind remount must keep (a user namespace may not clear
+#: them), with the mount flag of each. Numbers, not os.ST_*: most exist only on Linux.
 _KEPT_FLAGS = (
-    (os.ST_NOSUID, MS_NOSUID),
-    (os.ST_NODEV, MS_NODEV),
-    (os.ST_NOEXEC, MS_NOEXEC),
-    (os.ST_NOATIME, MS_NOATIME),
-    (os.ST_NODIRATIME, MS_NODIRATIME),
-    (os.ST_RELATIME, MS_RELATIME),
+    (2, MS_NOSUID),
+    (4, MS_NODEV),
+    (8, MS_NOEXEC),
+    (1024, MS_NOATIME),
+    (2048, MS_NODIRATIME),
+    (4096, MS_RELATIME),
 )
 _REFUSALS = {
     errno.EPERM: "not permitted",
@@ -140,7 +140,8 @@ def mount_all(mounts: Sequence[Mapping[str, Any]], *, stage: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _libc() -> Any:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    # The interpreter's own symbols include libc's; find_library would run ldconfig each time.
+    libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
     libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
     return libc
