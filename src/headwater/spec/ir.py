@@ -15,6 +15,7 @@ from headwater.errors import (
     UnsupportedFeatureError,
 )
 from headwater.spec import _read as read
+from headwater.spec import selectors
 from headwater.spec.cel import Condition, compile_condition
 from headwater.spec.types import PARAMETER_TYPES, coerce, protojson
 from headwater.spec.validate import check_pipeline
@@ -149,10 +150,6 @@ def is_control_flow_task(task_name: str) -> bool:
 #: The newest IR schema this engine understands. A newer minor version loads with a warning
 #: (KFP adds fields compatibly within a major version); a newer major version is refused.
 SUPPORTED_SCHEMA = (2, 1)
-
-_OUT_PARAM = "outputParameterKey"
-_OUT_ARTIFACT = "outputArtifactKey"
-_SUBTASK = "producerSubtask"
 
 
 def parse_pipeline(doc: Mapping[str, Any], platform: Mapping[str, Any] | None = None) -> PipelineIR:
@@ -381,10 +378,10 @@ def _component(name: str, raw: Any, path: str) -> ComponentSpec:
         outputs = read.mapping(dag_raw.get("outputs"), path, "dag.outputs")
         dag = DagSpec(
             tasks=tasks,
-            output_parameters=_dag_output_parameters(
+            output_parameters=selectors.dag_output_parameters(
                 outputs.get("parameters"), f"{path}.dag.outputs.parameters"
             ),
-            output_artifacts=_dag_output_artifacts(
+            output_artifacts=selectors.dag_output_artifacts(
                 outputs.get("artifacts"), f"{path}.dag.outputs.artifacts"
             ),
         )
@@ -395,90 +392,6 @@ def _component(name: str, raw: Any, path: str) -> ComponentSpec:
     raise PipelineSpecError(
         f"component {name!r} has neither a 'dag' nor an 'executorLabel' (at {path})"
     )
-
-
-def _selector(raw: Any, path: str, output_key: str, producer: str = "producerTask") -> None:
-    """Check a `{producerTask, output...Key}` reference to a task's output."""
-    sel = read.mapping(raw, path)
-    for key in (producer, output_key):
-        read.text(read.required(sel, key, path), f"{path}.{key}")
-
-
-def _dag_output_parameters(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
-    outputs = read.named(raw, path)
-    for name, spec in outputs.items():
-        where = f"{path}.{name}"
-        spec = read.mapping(spec, where)
-        if "valueFromParameter" in spec:
-            _selector(
-                spec["valueFromParameter"], f"{where}.valueFromParameter", _OUT_PARAM, _SUBTASK
-            )
-        elif "valueFromOneof" in spec:
-            oneof = read.node(spec["valueFromOneof"], where, "valueFromOneof")
-            sels = f"{where}.valueFromOneof.parameterSelectors"
-            for i, sel in enumerate(read.sequence(oneof.get("parameterSelectors"), sels)):
-                _selector(sel, f"{sels}[{i}]", _OUT_PARAM, _SUBTASK)
-        else:
-            read.malformed(where, "'valueFromParameter' or 'valueFromOneof'", dict(spec))
-    return outputs
-
-
-def _dag_output_artifacts(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
-    outputs = read.named(raw, path)
-    for name, spec in outputs.items():
-        sels = f"{path}.{name}.artifactSelectors"
-        spec = read.mapping(spec, f"{path}.{name}")
-        for i, sel in enumerate(read.sequence(spec.get("artifactSelectors"), sels)):
-            _selector(sel, f"{sels}[{i}]", _OUT_ARTIFACT, _SUBTASK)
-    return outputs
-
-
-def _parameter_inputs(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
-    inputs = read.named(raw, path)
-    for name, sel in inputs.items():
-        where = f"{path}.{name}"
-        sel = read.mapping(sel, where)
-        if "runtimeValue" in sel:
-            read.node(sel["runtimeValue"], where, "runtimeValue")
-        elif "componentInputParameter" in sel:
-            read.text(sel["componentInputParameter"], where, "componentInputParameter")
-        elif "taskOutputParameter" in sel:
-            _selector(sel["taskOutputParameter"], f"{where}.taskOutputParameter", _OUT_PARAM)
-        elif "taskFinalStatus" in sel:
-            status = read.mapping(sel["taskFinalStatus"], where, "taskFinalStatus")
-            read.text(read.required(status, "producerTask", where), where, "producerTask")
-        else:
-            read.malformed(
-                where,
-                "one of 'runtimeValue', 'componentInputParameter', 'taskOutputParameter', "
-                "'taskFinalStatus'",
-                dict(sel),
-            )
-        if sel.get("parameterExpressionSelector"):
-            expression = read.text(
-                sel["parameterExpressionSelector"], where, "parameterExpressionSelector"
-            )
-            if not expression.lstrip().startswith(("parseJson(string_value)", "string_value")):
-                read.malformed(
-                    f"{where}.parameterExpressionSelector",
-                    "an expression over string_value or parseJson(string_value)",
-                    expression,
-                )
-    return inputs
-
-
-def _artifact_inputs(raw: Any, path: str) -> Mapping[str, Mapping[str, Any]]:
-    inputs = read.named(raw, path)
-    for name, sel in inputs.items():
-        where = f"{path}.{name}"
-        sel = read.mapping(sel, where)
-        if "componentInputArtifact" in sel:
-            read.text(sel["componentInputArtifact"], where, "componentInputArtifact")
-        elif "taskOutputArtifact" in sel:
-            _selector(sel["taskOutputArtifact"], f"{where}.taskOutputArtifact", _OUT_ARTIFACT)
-        else:
-            read.malformed(where, "'componentInputArtifact' or 'taskOutputArtifact'", dict(sel))
-    return inputs
 
 
 def _duration(value: Any, default: float, path: str) -> float:
@@ -525,8 +438,12 @@ def _task(name: str, raw: Any, path: str) -> TaskSpec:
         name=name,
         component=ref,
         dependencies=tuple(read.strings(raw.get("dependentTasks"), path, "dependentTasks")),
-        parameter_inputs=_parameter_inputs(inputs.get("parameters"), f"{path}.inputs.parameters"),
-        artifact_inputs=_artifact_inputs(inputs.get("artifacts"), f"{path}.inputs.artifacts"),
+        parameter_inputs=selectors.parameter_inputs(
+            inputs.get("parameters"), f"{path}.inputs.parameters"
+        ),
+        artifact_inputs=selectors.artifact_inputs(
+            inputs.get("artifacts"), f"{path}.inputs.artifacts"
+        ),
         condition=condition,
         all_upstream_completed=strategy == ALL_UPSTREAM_TASKS_COMPLETED,
         iterator=_iterator(name, raw, path),
