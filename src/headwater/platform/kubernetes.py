@@ -294,7 +294,7 @@ def _executor(label: str, config: Mapping[str, Any]) -> ExecutorSettings:
                     scratch=str(item.get("volumeName") or f"scratch-{len(volumes)}"),
                 )
             )
-    targets = [posixpath.normpath(v.mount_path) for v in volumes]
+    targets = [v.mount_path for v in volumes]
     repeated = sorted({t for t in targets if targets.count(t) > 1})
     if repeated:
         raise PlatformError(f"{at}: mount path {repeated[0]!r} is used by more than one volume")
@@ -395,10 +395,12 @@ def _selector(item: Mapping[str, Any], name_key: str, kind: str, at: str) -> Map
 
 
 def _mount_path(item: Mapping[str, Any], at: str) -> str:
+    """The mount path, absolute: a relative one is under `/`, as the container runtime takes it
+    (KFP's own test pipelines mount at 'path')."""
     path = str(item.get("mountPath") or "")
-    if not path.startswith("/") or ":" in path:
-        raise PlatformError(f"{at}: mount path {path!r} must be an absolute path without ':'")
-    return path
+    if not path.strip("/") or ":" in path:
+        raise PlatformError(f"{at}: mount path {path!r} must be a path other than '/', without ':'")
+    return posixpath.normpath("/" + path.lstrip("/"))
 
 
 def _env_name(value: Any, at: str) -> str:

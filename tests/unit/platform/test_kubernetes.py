@@ -238,7 +238,8 @@ def test_mounting_or_deleting_a_volume_that_does_not_exist_fails_before_start(
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"pvcMount": [{"constant": "v", "mountPath": "data"}]}, "must be an absolute path"),
+        ({"pvcMount": [{"constant": "v", "mountPath": "/"}]}, "must be a path other than '/'"),
+        ({"pvcMount": [{"constant": "v", "mountPath": "C:/d"}]}, "without ':'"),
         (
             {"pvcMount": [{"constant": "v", "mountPath": "/d", "subPath": "../up"}]},
             "must be relative, without '..'",
@@ -261,7 +262,7 @@ def test_mounting_or_deleting_a_volume_that_does_not_exist_fails_before_start(
         ),
         ({"secretAsEnv": {"secretName": "s"}}, "secretAsEnv should be a list"),
     ],
-    ids=["relative", "subpath-up", "repeated", "bad-name", "bad-env", "not-a-list"],
+    ids=["root", "colon", "subpath-up", "repeated", "bad-name", "bad-env", "not-a-list"],
 )
 def test_malformed_settings_are_refused_at_load(config: dict[str, Any], message: str) -> None:
     platform = {"kubernetes": {"deploymentSpec": {"executors": {"exec-show": config}}}}
@@ -279,3 +280,9 @@ def test_the_platform_document_survives_the_round_trip_through_the_store() -> No
 @dsl.pipeline
 def _plain_pipeline():
     show()
+
+
+def test_a_relative_mount_path_is_under_root_as_the_container_runtime_takes_it() -> None:
+    config = {"emptyDirMounts": [{"volumeName": "s", "mountPath": "path/x/"}]}
+    platform = {"kubernetes": {"deploymentSpec": {"executors": {"exec-show": config}}}}
+    assert parse_settings(platform, {})["exec-show"].volumes[0].mount_path == "/path/x"
