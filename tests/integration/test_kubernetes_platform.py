@@ -246,7 +246,7 @@ def test_a_task_past_its_timeout_is_stopped_and_fails(headwater: Cli) -> None:
     result = headwater.run("k8s_timeout")
     summary = run_failed(result)
     error = summary["tasks"][0]["error"]
-    assert error["message"] == "killed by SIGALRM", error
+    assert "SIGALRM" in error["message"], error
     log = headwater.home / "runs" / summary["run_id"] / "tasks" / "nap" / "log.txt"
     assert "if it runs longer than 1 s (kubernetes.set_timeout)" in log.read_text()
 
