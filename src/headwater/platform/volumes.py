@@ -255,6 +255,8 @@ def _make_mount_point(target: str, owned: list[str], stage: str) -> None:
     # If `stage` lay under `parent`, binding the entries copied the tmpfs there too: drop it.
     # (Its result is ignored: usually there is no such copy to drop.)
     _libc().umount2(stage.encode(), MNT_DETACH)
+    # The directories made in the cover are the task's own: later mount points go in directly.
+    owned.append(os.path.join(parent, os.path.relpath(target, parent).split(os.sep)[0]))
 
 
 def _kept_flags(path: str) -> int:

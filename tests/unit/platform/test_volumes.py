@@ -130,6 +130,26 @@ def test_a_new_top_level_directory_covers_root_and_keeps_the_working_directory(
 
 
 @needs_namespaces
+def test_two_mounts_under_one_new_directory_share_one_cover(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    top = f"/headwater-test-{uuid.uuid4().hex[:8]}"
+    out = _in_task(
+        [_mount(f"{top}/a", str(one), owned=True), _mount(f"{top}/b", str(two), owned=True)],
+        tmp_path / "stage",
+        f"""
+        open({top + "/a/f"!r}, "w").write("1")
+        open({top + "/b/f"!r}, "w").write("2")
+        result = sorted(os.listdir({top!r})), os.path.ismount({top!r})
+        """,
+    )
+    assert out["result"] == [["a", "b"], False]  # `b` was made in the first cover, no second
+    assert (one / "f").read_text() == "1" and (two / "f").read_text() == "2"
+    assert not os.path.exists(top)
+
+
+@needs_namespaces
 def test_read_only_tmpfs_and_nested_mounts(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     secret.mkdir()
