@@ -151,8 +151,42 @@ class ExecutorSettings:
             CONFIG_MAP: LocalSecretStore.for_home(home, CONFIG_MAP),
         }
         sources: list[tuple[str, str, str, tuple[str, ...] | None]] = []
+        volume_names: list[str] = []
+        env_files = self._env_files(stores, resolve, sources)
+        mounts = [
+            self._mount(vol, stores, resolve, sources, volume_names, workdir, home)
+            for vol in self.volumes
+        ]
+        pod = pod_metadata(
+            self.labels, self.annotations, run_id=run_id, task_id=task_id, attempt=attempt
+        )
+        warnings: tuple[str, ...] = ()
+        if self.ignored:
+            warnings = (
+                f"task {task_name!r}: kfp-kubernetes settings with no meaning on one machine "
+                f"are ignored: {', '.join(self.ignored)}",
+            )
+        return TaskPlatform(
+            env={name: field_value(path, pod) for name, path in self.field_paths},
+            env_files=tuple(env_files),
+            # Parents before children: a mount point inside another mount is made in it.
+            mounts=tuple(sorted(mounts, key=lambda m: m.target.rstrip("/").count("/"))),
+            pod=pod,
+            timeout=self.timeout,
+            warnings=warnings,
+            settings=self.raw,
+            sources=tuple(sources),
+            volumes=tuple(volume_names),
+        )
+
+    def _env_files(
+        self,
+        stores: Mapping[str, LocalSecretStore],
+        resolve: Callable[[Mapping[str, Any]], Any],
+        sources: list[tuple[str, str, str, tuple[str, ...] | None]],
+    ) -> list[EnvFile]:
+        """The files holding each variable's value; a required one must exist now."""
         env_files = []
-        volume_names = []
         for src in self.env_sources:
             store = stores[src.kind]
             name = check_name(_resolve(src.name, resolve, src.kind), src.kind)
@@ -163,66 +197,48 @@ class ExecutorSettings:
                     raise PlatformError(_missing(store, name, key, f"${variable}"))
                 what = f"key {key!r} of {src.kind} {name!r}"
                 env_files.append(EnvFile(variable, str(path), src.optional, what))
-        mounts = []
-        for vol in self.volumes:
-            if vol.kind in stores:
-                store = stores[vol.kind]
-                name = check_name(_resolve(vol.name or {}, resolve, vol.kind), vol.kind)
-                what = f"{vol.kind} {name!r}"
-                if store.exists(name):
-                    sources.append((vol.kind, name, str(store.root), None))
-                    mounts.append(Mount(vol.mount_path, str(store.path(name)), True, what))
-                elif vol.optional:  # Kubernetes mounts an empty volume for a missing optional one
-                    mounts.append(Mount(vol.mount_path, "", True, f"{what} (absent, optional)"))
-                else:
-                    raise PlatformError(
-                        _missing(store, name, None, f"the volume at {vol.mount_path}")
-                    )
-            elif vol.kind == "volume":
-                name = check_name(_resolve(vol.name or {}, resolve, "volume"), "volume")
-                volume_names.append(name)
-                root = volumes_dir(home) / name
-                if not root.is_dir():
-                    raise PlatformError(
-                        f"volume {name!r} (mounted at {vol.mount_path}) does not exist in "
-                        f"{root.parent}: make it with kubernetes.CreatePVC(pvc_name={name!r}, "
-                        f"...) earlier in the pipeline, or mkdir {root}"
-                    )
-                source = root / vol.sub_path if vol.sub_path else root
-                what = f"volume {name!r}" + (
-                    f" (sub path {vol.sub_path!r})" if vol.sub_path else ""
+        return env_files
+
+    @staticmethod
+    def _mount(
+        vol: VolumeSource,
+        stores: Mapping[str, LocalSecretStore],
+        resolve: Callable[[Mapping[str, Any]], Any],
+        sources: list[tuple[str, str, str, tuple[str, ...] | None]],
+        volume_names: list[str],
+        workdir: Path,
+        home: Path,
+    ) -> Mount:
+        """What one volume setting mounts; a required secret or a volume must exist now."""
+        if vol.kind in stores:
+            store = stores[vol.kind]
+            name = check_name(_resolve(vol.name or {}, resolve, vol.kind), vol.kind)
+            what = f"{vol.kind} {name!r}"
+            if store.exists(name):
+                sources.append((vol.kind, name, str(store.root), None))
+                return Mount(vol.mount_path, str(store.path(name)), True, what)
+            if vol.optional:  # Kubernetes mounts an empty volume for a missing optional one
+                return Mount(vol.mount_path, "", True, f"{what} (absent, optional)")
+            raise PlatformError(_missing(store, name, None, f"the volume at {vol.mount_path}"))
+        if vol.kind == "volume":
+            name = check_name(_resolve(vol.name or {}, resolve, "volume"), "volume")
+            volume_names.append(name)
+            root = volumes_dir(home) / name
+            if not root.is_dir():
+                raise PlatformError(
+                    f"volume {name!r} (mounted at {vol.mount_path}) does not exist in "
+                    f"{root.parent}: make it with kubernetes.CreatePVC(pvc_name={name!r}, "
+                    f"...) earlier in the pipeline, or mkdir {root}"
                 )
-                mounts.append(Mount(vol.mount_path, str(source), what=what, owned=True))
-            else:
-                what = f"scratch volume {vol.scratch!r}"
-                if vol.memory:
-                    mounts.append(Mount(vol.mount_path, "", what=what, size=vol.size, owned=True))
-                else:
-                    scratch = workdir / "volumes" / vol.scratch
-                    mounts.append(
-                        Mount(vol.mount_path, str(scratch), what=what, fresh=True, owned=True)
-                    )
-        pod = pod_metadata(
-            self.labels, self.annotations, run_id=run_id, task_id=task_id, attempt=attempt
-        )
-        env = {name: field_value(path, pod) for name, path in self.field_paths}
-        warnings: tuple[str, ...] = ()
-        if self.ignored:
-            warnings = (
-                f"task {task_name!r}: kfp-kubernetes settings with no meaning on one machine "
-                f"are ignored: {', '.join(self.ignored)}",
-            )
-        return TaskPlatform(
-            env=env,
-            env_files=tuple(env_files),
-            mounts=tuple(sorted(mounts, key=lambda m: m.target.rstrip("/").count("/"))),
-            pod=pod,
-            timeout=self.timeout,
-            warnings=warnings,
-            settings=self.raw,
-            sources=tuple(sources),
-            volumes=tuple(volume_names),
-        )
+            if not vol.sub_path:
+                return Mount(vol.mount_path, str(root), what=f"volume {name!r}", owned=True)
+            what = f"volume {name!r} (sub path {vol.sub_path!r})"
+            return Mount(vol.mount_path, str(root / vol.sub_path), what=what, owned=True)
+        what = f"scratch volume {vol.scratch!r}"
+        if vol.memory:
+            return Mount(vol.mount_path, "", what=what, size=vol.size, owned=True)
+        scratch = workdir / "volumes" / vol.scratch
+        return Mount(vol.mount_path, str(scratch), what=what, fresh=True, owned=True)
 
 
 def volumes_dir(home: Path) -> Path:
