@@ -165,8 +165,7 @@ def serve() -> None:
     """Serve until stdin closes."""
     # Imported here, once, so every fork starts with them loaded.
     import headwater.executors._preload
-    import headwater.executors.launcher
-    import headwater.executors.outputs  # noqa: F401
+    import headwater.executors.launcher  # noqa: F401
 
     prctl = _load_prctl()
     adopting = prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1) == 0

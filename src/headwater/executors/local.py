@@ -130,6 +130,9 @@ class LocalExecutor(Executor):
         placeholders = launch.placeholders
         if component_input is not launch.executor_input:
             placeholders = dataclasses.replace(placeholders, executor_input=component_input)
+        if plan is not None:
+            # Only runs whose tasks have output artifacts pay for it, once, in the server.
+            self._preload("headwater.executors.outputs")
         if downloads or uploads:
             self._preload("headwater.artifacts.fsspec_store", "s3fs")
         outputs = component_input["outputs"]
@@ -171,7 +174,9 @@ class LocalExecutor(Executor):
         if not wanted:
             return
         self._preloaded.update(wanted)
-        self._requests.write((json.dumps({"import": wanted}) + "\n").encode())
+        # A server that has died is reported by the request that follows.
+        with contextlib.suppress(OSError):
+            self._requests.write((json.dumps({"import": wanted}) + "\n").encode())
 
     def wait(self, timeout: float | None) -> list[TaskResult]:
         """Wait up to `timeout` s for attempts to end; return each ended one's result."""
