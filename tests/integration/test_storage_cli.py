@@ -327,6 +327,36 @@ def test_pipeline_artifact_changed_in_place_is_not_served_stale(headwater: Cli) 
     )
 
 
+def test_an_output_rewritten_with_its_old_mtime_is_not_served_stale(headwater: Cli) -> None:
+    first = headwater.run_ok("storage_lineage", params={"lr": 0.1})
+    dataset = Path(output_uri(tasks_of(headwater.show(first["run_id"]))["make-dataset"], "dataset"))
+    before = dataset.stat()
+    dataset.write_text("ROW-0\nROW-1\nROW-2")  # same size, other bytes
+    # ... with its old times put back, as `cp -p`, `rsync -t` or a restore from backup do.
+    os.utime(dataset, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    second = headwater.run_ok("storage_lineage", params={"lr": 0.1})
+    assert cached_flags(second)["make-dataset"] is False
+    remade = output_uri(tasks_of(headwater.show(second["run_id"]))["make-dataset"], "dataset")
+    assert Path(remade).read_text() == "row-0\nrow-1\nrow-2"
+
+
+def test_a_fifo_in_an_output_directory_does_not_hang_the_run(headwater: Cli) -> None:
+    # The recorder digests each output; opening the FIFO used to block it, and the run, forever.
+    result = headwater.run_ok("storage_fifo")
+    assert result["outputs"] == {"Output": 2}
+    uri = output_uri(tasks_of(headwater.show(result["run_id"]))["make-pipes"], "data")
+    artifact = headwater("artifacts", "show", uri, "--json").json()
+    # The FIFO holds no bytes; the symlink reads as the file it points to.
+    expected = hashlib.blake2b(digest_size=20)
+    for name in ("rows.txt", "same-rows.txt"):
+        expected.update(name.encode() + b"\0" + b"a\nb\n")
+    assert (artifact["digest"], artifact["size"]) == (expected.hexdigest(), 8)
+
+    rerun = headwater.run_ok("storage_fifo")
+    assert cached_flags(rerun) == {"make-pipes": True, "count-rows": True}
+
+
 def test_deleted_output_is_a_miss(headwater: Cli) -> None:
     first = headwater.run_ok("storage_lineage", params={"lr": 0.1})
     dataset = Path(output_uri(tasks_of(headwater.show(first["run_id"]))["make-dataset"], "dataset"))

@@ -13,17 +13,26 @@ MinIO clients; credentials and region come from botocore's usual chain (`AWS_ACC
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import os
 import posixpath
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from headwater.artifacts.base import ArtifactStore
+from headwater.artifacts.base import (
+    CHUNK,
+    ArtifactStore,
+    Digest,
+    content_digest,
+    hash_stream,
+    new_hash,
+    stat_signature,
+    walk_files,
+)
 from headwater.errors import HeadwaterError, StorageError
 
 KNOWN_SCHEMES = ("file", "s3", "gs", "memory")
@@ -35,7 +44,6 @@ _ROOT_HELP = "use a directory, s3://bucket/prefix or gs://bucket/prefix"
 
 # scheme -> (module fsspec needs, the headwater extra that installs it)
 _BACKENDS = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs")}
-_CHUNK = 1 << 20
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _FORBIDDEN_IN_PART = ("/", "\\", "\0")
 
@@ -220,7 +228,7 @@ class FsspecArtifactStore(ArtifactStore):
         with self._translate("upload to", uri):
             self._remove(target)
             if os.path.isdir(local_path):
-                pairs = [(full, f"{target}/{rel}") for rel, full in _walk_local(local_path)]
+                pairs = [(full, f"{target}/{rel}") for rel, full, _ in walk_files(local_path)]
                 if pairs:
                     fs.put([lp for lp, _ in pairs], [rp for _, rp in pairs])
             else:
@@ -253,7 +261,7 @@ class FsspecArtifactStore(ArtifactStore):
                 fs.get_file(path, local_path)
                 return
             os.makedirs(local_path, exist_ok=True)
-            files = _remote_files(fs, path)
+            files = [(rel, full) for rel, full, _ in _remote_files(fs, path)]
             if files:
                 fs.get(
                     [full for _, full in files],
@@ -274,46 +282,55 @@ class FsspecArtifactStore(ArtifactStore):
         with self._translate("delete", uri):
             self._remove(target)
 
-    def digest(self, uri: str) -> tuple[str, int] | None:
-        """(BLAKE2b-160 hex, size in bytes) of what is at `uri`, read in 1 MiB chunks.
-
-        Equal to `caching.keys.content_digest` for the same bytes: a file hashes its bytes; a
-        directory hashes, in `os.walk` order with sorted names, each relative path, a NUL,
-        and the file's bytes.
+    def digest(self, uri: str) -> Digest | None:
+        """The content digest of what is at `uri`, read in 1 MiB chunks (`content_digest`
+        for a local path; for an object store the same hash over the objects, in the same
+        order, so a tree and its upload agree), with its size and signature.
 
         Returns:
             None when nothing is at `uri`.
         """
         store, path = self._reader(uri)
-        h = hashlib.blake2b(digest_size=20)
-        size = 0
         if store.scheme == "file":
-            with _local_errors("digest", uri):
-                if os.path.isfile(path):
-                    with open(path, "rb") as fh:
-                        size = _hash_stream(h, fh)
-                elif os.path.isdir(path):
-                    for rel, full in _walk_local(path):
-                        h.update(rel.encode() + b"\0")
-                        with open(full, "rb") as fh:
-                            size += _hash_stream(h, fh)
-                else:
-                    return None
-            return h.hexdigest(), size
+            return content_digest(path)
         fs = store._filesystem()
+        h = new_hash()
+        size = 0
         with store._translate("digest", uri):
             info = _info(fs, path)
             if info is None:
                 return None
             if info["type"] != "directory":
-                with fs.open(path, "rb", block_size=_CHUNK) as fh:
-                    size = _hash_stream(h, fh)
+                signature = _object_signature([("", info)])
+                with fs.open(path, "rb", block_size=CHUNK) as fh:
+                    size = hash_stream(h, fh)
             else:
-                for rel, full in _remote_files(fs, path):
+                files = _remote_files(fs, path)
+                signature = _object_signature([(rel, found) for rel, _, found in files])
+                for rel, full, _ in files:
                     h.update(rel.encode() + b"\0")
-                    with fs.open(full, "rb", block_size=_CHUNK) as fh:
-                        size += _hash_stream(h, fh)
-        return h.hexdigest(), size
+                    with fs.open(full, "rb", block_size=CHUNK) as fh:
+                        size += hash_stream(h, fh)
+        return Digest(h.hexdigest(), size, signature)
+
+    def signature(self, uri: str) -> str | None:
+        """`stat_signature` of a local path; for an object store, a hash of each object's
+        relative name, size and version (ETag, generation), from one listing.
+
+        Returns:
+            None when nothing is at `uri`.
+        """
+        store, path = self._reader(uri)
+        if store.scheme == "file":
+            return stat_signature(path)
+        fs = store._filesystem()
+        with store._translate("check", uri):
+            info = _info(fs, path)
+            if info is None:
+                return None
+            if info["type"] != "directory":
+                return _object_signature([("", info)])
+            return _object_signature([(rel, found) for rel, _, found in _remote_files(fs, path)])
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -491,27 +508,36 @@ def _local_errors(action: str, uri: str) -> Iterator[None]:
         raise StorageError(f"cannot {action} {uri!r}: {_one_line(exc)}") from exc
 
 
-def _walk_local(top: str) -> Iterator[tuple[str, str]]:
-    """(relative path with '/', full path) of every file, in `content_digest`'s order."""
-    for root, dirs, files in os.walk(top):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(root, name)
-            yield os.path.relpath(full, top).replace(os.sep, "/"), full
-
-
 def _walk_order(relpath: str) -> list[tuple[int, str]]:
     # os.walk with sorted names visits a directory's files before its subdirectories.
     parts = relpath.split("/")
     return [(1, p) for p in parts[:-1]] + [(0, parts[-1])]
 
 
-def _remote_files(fs: Any, path: str) -> list[tuple[str, str]]:
-    """(relative path, full path) of every object under `path`, in `os.walk` order."""
+def _remote_files(fs: Any, path: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(relative path, full path, info) of every object under `path`, in digest order."""
     prefix = path.rstrip("/") + "/"
-    found: Iterable[str] = fs.find(path)
-    files = [(p[len(prefix) :], p) for p in found if p.startswith(prefix) and not p.endswith("/")]
+    found: dict[str, dict[str, Any]] = fs.find(path, detail=True)
+    files = [
+        (p[len(prefix) :], p, info)
+        for p, info in found.items()
+        if p.startswith(prefix) and not p.endswith("/") and info.get("type") != "directory"
+    ]
     return sorted(files, key=lambda item: _walk_order(item[0]))
+
+
+#: Fields of an object's listing that change whenever it is written, best first.
+_VERSION_FIELDS = ("ETag", "etag", "generation", "VersionId", "md5Hash", "LastModified",
+                   "mtime", "updated", "created")  # fmt: skip
+
+
+def _object_signature(objects: Iterable[tuple[str, dict[str, Any]]]) -> str:
+    """A signature of objects from their listings: each one's name, size and version."""
+    h = new_hash()
+    for rel, info in objects:
+        version = next((f"{k}={info[k]}" for k in _VERSION_FIELDS if info.get(k)), "")
+        h.update(f"{rel}\0{info.get('size')}\0{version}\n".encode())
+    return f"o:{h.hexdigest()}"
 
 
 def _info(fs: Any, path: str) -> dict[str, Any] | None:
@@ -522,19 +548,30 @@ def _info(fs: Any, path: str) -> dict[str, Any] | None:
     return info
 
 
-def _hash_stream(h: Any, stream: Any) -> int:
-    size = 0
-    while chunk := stream.read(_CHUNK):
-        h.update(chunk)
-        size += len(chunk)
-    return size
-
-
 def _remove_local(path: str) -> None:
     if os.path.islink(path) or os.path.isfile(path):
         os.unlink(path)
     elif os.path.isdir(path):
         shutil.rmtree(path)
+
+
+def _no_content(directory: str, names: list[str]) -> set[str]:
+    """The entries of `directory` that hold no bytes: not a regular file or directory."""
+    skipped = set()
+    for name in names:
+        try:
+            mode = os.stat(os.path.join(directory, name)).st_mode
+        except OSError:  # a dangling symlink
+            skipped.add(name)
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            skipped.add(name)
+        elif stat.S_ISDIR(mode) and os.path.islink(os.path.join(directory, name)):
+            # A link back up the tree would be copied forever; the digest skips it too.
+            real = os.path.realpath(os.path.join(directory, name))
+            if os.path.commonpath([real, os.path.realpath(directory)]) == real:
+                skipped.add(name)
+    return skipped
 
 
 def _copy_local(source: str, target: str) -> None:
@@ -546,6 +583,7 @@ def _copy_local(source: str, target: str) -> None:
     _remove_local(target)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     if os.path.isdir(source):
-        shutil.copytree(source, target)
+        # Symlinks followed and special files (FIFOs, sockets) left out, as the digest does.
+        shutil.copytree(source, target, ignore=_no_content)
     else:
         shutil.copy2(source, target)

@@ -9,52 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from headwater.artifacts.base import content_digest
 from headwater.task import Launch
 
-_CHUNK = 1 << 20
 
+def local_digest(uri: str) -> str | None:
+    """The content digest (hex) of a local artifact; None when nothing with content is there
+    (Metrics artifacts are metadata only) or the URI is remote (its store digests it).
 
-def content_digest(uri: str) -> str | None:
-    """BLAKE2b of a local file's bytes, or of a directory's relative paths and bytes.
-
-    Returns None when nothing exists at `uri` (Metrics artifacts are metadata only) or when
-    the URI is remote (its digest belongs to the artifact store).
+    The digest itself is `headwater.artifacts.base.content_digest`, the only one.
     """
-    path = uri[len("file://") :] if uri.startswith("file://") else uri
-    if "://" in path:
-        return None
-    h = hashlib.blake2b(digest_size=20)
-    try:
-        if os.path.isfile(path):
-            _hash_file(h, path)
-        elif os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs.sort()
-                for name in sorted(files):
-                    full = os.path.join(root, name)
-                    h.update(os.path.relpath(full, path).encode() + b"\0")
-                    if os.path.islink(full) or not os.path.isfile(full):
-                        # A symlink (maybe dangling) or a FIFO: its name and target, never
-                        # its content (a FIFO would block forever).
-                        target = os.readlink(full) if os.path.islink(full) else "special"
-                        h.update(b"->" + target.encode() + b"\0")
-                        continue
-                    _hash_file(h, full)
-        else:
-            return None
-    except OSError:
-        return None
-    return h.hexdigest()
-
-
-def _hash_file(h: Any, path: str) -> None:
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
+    found = content_digest(uri)
+    return None if found is None else found.hex
 
 
 def artifact_fingerprint(artifact: Mapping[str, Any], digest: Callable[[str], str | None]) -> Any:
@@ -68,7 +37,7 @@ def artifact_fingerprint(artifact: Mapping[str, Any], digest: Callable[[str], st
     }
 
 
-def cache_key(launch: Launch, digest: Callable[[str], str | None] = content_digest) -> str:
+def cache_key(launch: Launch, digest: Callable[[str], str | None] = local_digest) -> str:
     """The cache key of one task launch (hex SHA-256)."""
     container = launch.container
     inputs = launch.executor_input["inputs"]

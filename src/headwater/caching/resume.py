@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import stat
 
-from headwater.artifacts.base import ArtifactStore
+from headwater.artifacts.base import ArtifactStore, walk_tree
 from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.store import StoreTaskCache, outputs_of
 from headwater.metadata.base import ExecutionRecord, MetadataStore
@@ -43,8 +44,10 @@ class ResumeCache(TaskCache):
 def _same_inputs(launch: Launch, earlier: ExecutionRecord) -> bool:
     """True if the task would see what its earlier execution saw.
 
-    Parameters must be equal; a local input artifact must not have been written since the
+    Parameters must be equal; a local input artifact must not have changed since the
     earlier execution finished (an upstream task that ran again in this resume rewrote it).
+    Changed means a newer ctime or mtime on it or anything in it: ctime moves on every write,
+    rename and `utime`, so a rewrite with its old mtime put back still counts.
     """
     inputs = launch.executor_input["inputs"]
     if (inputs.get("parameterValues") or {}) != earlier.inputs:
@@ -55,10 +58,19 @@ def _same_inputs(launch: Launch, earlier: ExecutionRecord) -> bool:
             uri = str(art.get("uri", ""))
             if "://" in uri and not uri.startswith("file://"):
                 continue
-            path = uri.removeprefix("file://")
-            try:
-                if os.stat(path).st_mtime > finished:
-                    return False
-            except OSError:
+            if _changed_after(uri.removeprefix("file://"), finished):
                 return False
     return True
+
+
+def _changed_after(path: str, when: float) -> bool:
+    """True if `path` (or anything `content_digest` reads under it) changed after `when`,
+    or is gone."""
+    try:
+        top = os.stat(path)
+    except OSError:
+        return True
+    stats = [top]
+    if stat.S_ISDIR(top.st_mode):
+        stats += [st for _, _, _, st in walk_tree(path)]
+    return any(max(st.st_mtime, st.st_ctime) > when for st in stats)

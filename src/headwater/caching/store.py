@@ -2,60 +2,53 @@
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from typing import Any
 
 from headwater.artifacts.base import ArtifactStore
 from headwater.caching.base import CacheHit, TaskCache
-from headwater.caching.keys import cache_key, content_digest
+from headwater.caching.keys import cache_key
 from headwater.metadata.base import ArtifactRecord, EventRecord, MetadataStore
 from headwater.task import Launch, Outputs
-
-
-def _local_path(uri: str) -> str | None:
-    if uri.startswith("file://"):
-        return uri[len("file://") :]
-    return None if "://" in uri else uri
 
 
 class StoreTaskCache(TaskCache):
     """Look up executions with the same cache key in the metadata store.
 
-    Input artifact digests come from the store, computed once when their producer finished,
-    unless the file was modified since (its mtime is newer than the record): then, and for
-    artifacts the store does not know (imported files, pipeline inputs), the content is
-    hashed here. A hit reuses the original artifacts in place; if one of them is gone or was
-    changed since it was recorded, it is a miss.
+    What the cache trusts (ADR 4): an artifact's recorded digest holds while its signature
+    (`ArtifactStore.signature`: size, mtime_ns, ctime_ns, inode and device of every file and
+    directory for a local path; each object's size and ETag or generation in an object store)
+    is what it was when the digest was taken. If any of them moved, the content is hashed
+    again and compared: a file rewritten in place with its old mtime put back still moves
+    its ctime. Artifacts the store does not know (imported files, pipeline inputs) are
+    always hashed. A hit reuses the original artifacts in place; if one of them is gone or
+    its content changed since it was recorded, it is a miss.
     """
 
     def __init__(self, store: MetadataStore, artifacts: ArtifactStore) -> None:
         self.store = store
         self.artifacts = artifacts
-        self._hashed: dict[tuple[str, float, int], str | None] = {}
+        # (uri, signature) -> digest: each state of an artifact is hashed once per process.
+        self._hashed: dict[tuple[str, str], str | None] = {}
         # Artifacts seen in hits: a chain of cached tasks needs no store read per input.
         self._known: dict[str, ArtifactRecord] = {}
 
-    def _hash(self, uri: str) -> str | None:
-        path = _local_path(uri)
-        if path is None:
-            found = self.artifacts.digest(uri)
-            return found[0] if found else None
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        memo = (path, st.st_mtime, st.st_size)
+    def _hash(self, uri: str, signature: str) -> str | None:
+        memo = (uri, signature)
         if memo not in self._hashed:
-            self._hashed[memo] = content_digest(path)
+            found = self.artifacts.digest(uri)
+            self._hashed[memo] = None if found is None else found.hex
         return self._hashed[memo]
 
     def _digest(self, uri: str) -> str | None:
+        """The content digest of an input: the recorded one while its signature holds."""
+        signature = self.artifacts.signature(uri)
+        if signature is None:
+            return None
         known = self._known.get(uri) or self.store.get_artifact(uri)
-        ours = known is not None and known.digest and _inside(uri, self.artifacts.root)
-        if ours and known is not None and not _modified_since(known):
+        if known is not None and known.digest and known.signature == signature:
             return known.digest
-        return self._hash(uri)
+        return self._hash(uri, signature)
 
     def fingerprint(self, *, launch: Launch) -> str:
         """SHA-256 over the executor, inputs (artifacts by content), outputs and cache_key."""
@@ -77,35 +70,16 @@ class StoreTaskCache(TaskCache):
         return CacheHit(outputs, source=found.id, artifact_ids=ids)
 
     def intact(self, art: ArtifactRecord) -> bool:
-        """True if the artifact is still where it was, with the content it was recorded with."""
-        path = _local_path(art.uri)
-        if path is None:
-            return self.artifacts.exists(art.uri)
-        if not os.path.exists(path):
+        """True if the artifact is still where it was, with the content it was recorded with.
+
+        A signature as recorded is trusted; any other is checked by hashing the content.
+        """
+        signature = self.artifacts.signature(art.uri)
+        if signature is None:
             return False
-        return not _modified_since(art) or self._hash(art.uri) == art.digest
-
-
-def _inside(uri: str, root: str) -> bool:
-    return uri.startswith(root.rstrip("/") + "/")
-
-
-def _modified_since(art: ArtifactRecord) -> bool:
-    """True if a local artifact's file (or a file in its directory) changed after recording."""
-    path = _local_path(art.uri)
-    if path is None or not art.created_at:
-        return False
-    try:
-        if os.path.isdir(path):
-            # A directory's own mtime moves when a file in it is added, removed or renamed.
-            return any(
-                os.stat(os.path.join(root, name)).st_mtime > art.created_at
-                for root, _, files in os.walk(path)
-                for name in [".", *files]
-            )
-        return os.stat(path).st_mtime > art.created_at
-    except OSError:
-        return True
+        if art.signature is not None and signature == art.signature:
+            return True
+        return self._hash(art.uri, signature) == art.digest
 
 
 def outputs_of(

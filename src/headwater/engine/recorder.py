@@ -17,6 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
+from headwater.artifacts.base import content_digest
 from headwater.engine.hooks import RunHooks
 from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
 from headwater.task import TaskState
@@ -252,14 +253,18 @@ class MetadataRecorder(RunHooks):
             self.store.record_metrics(run_id, execution_id, artifact_id, metrics)
 
     def _new(self, art: dict[str, Any], *, producer: int | None) -> int:
-        found = self.artifacts.digest(art["uri"]) if _is_ours(self.artifacts, art["uri"]) else None
+        # Ours: through the store (local or remote). Elsewhere: local paths only; a remote
+        # import is not downloaded just to digest it.
+        uri = art["uri"]
+        found = self.artifacts.digest(uri) if _is_ours(self.artifacts, uri) else content_digest(uri)
         artifact_id = self.store.record_artifact(
             ArtifactRecord(
-                uri=art["uri"],
+                uri=uri,
                 schema_title=(art.get("type") or {}).get("schemaTitle", "system.Artifact"),
                 name=art.get("name", ""),
-                digest=found[0] if found else _local_digest(art["uri"]),
-                size=found[1] if found else None,
+                digest=found.hex if found else None,
+                size=found.size if found else None,
+                signature=found.signature if found else None,
                 metadata=dict(art.get("metadata") or {}),
                 producer=producer,
                 created_at=time.time(),
@@ -301,12 +306,6 @@ def _execution(run_id: str, snap: dict[str, Any]) -> ExecutionRecord:
 
 def _is_ours(artifacts: ArtifactStore, uri: str) -> bool:
     return uri.startswith(artifacts.root.rstrip("/") + "/")
-
-
-def _local_digest(uri: str) -> str | None:
-    from headwater.caching.keys import content_digest
-
-    return content_digest(uri)
 
 
 def _snapshot(task: TaskRun) -> dict[str, Any]:

@@ -85,6 +85,9 @@ class ArtifactRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     producer: int | None = None  # execution id
     created_at: float = 0.0
+    #: What the artifact looked like (`ArtifactStore.signature`) when `digest` was taken;
+    #: the cache trusts `digest` only while the signature is unchanged.
+    signature: str | None = None
 
 
 @dataclass

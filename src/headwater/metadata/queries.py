@@ -144,6 +144,7 @@ def artifact_record(row: Row[Any]) -> ArtifactRecord:
         metadata=dict(row.metadata or {}),
         producer=row.producer,
         created_at=row.created_at,
+        signature=row.signature,
     )
 
 

@@ -103,6 +103,8 @@ ARTIFACTS = Table(
     Column("name", String, nullable=False),
     Column("digest", String, index=True),
     Column("size", BigInteger),
+    # The stat signature the digest was taken with: the digest holds while it matches.
+    Column("signature", String),
     Column("metadata", Json, nullable=False),
     Column("producer", Integer, ForeignKey("executions.id", ondelete="SET NULL"), index=True),
     Column("created_at", Double, nullable=False),

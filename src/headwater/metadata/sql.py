@@ -413,9 +413,10 @@ class SqlMetadataStore(MetadataStore):
     def record_artifact(self, artifact: ArtifactRecord) -> int:
         """Insert an artifact, or update the one with the same URI; return its id.
 
-        On update the schema title, name and metadata are replaced; digest and size only
-        when given (not None); the producer only when none is recorded yet (a cache hit
-        re-recording an artifact keeps its original producer); `created_at` never.
+        On update the schema title, name and metadata are replaced; digest (with its
+        signature) and size only when given (not None); the producer only when none is
+        recorded yet (a cache hit re-recording an artifact keeps its original producer);
+        `created_at` never.
         """
 
         def write(conn: Connection) -> int:
@@ -428,7 +429,9 @@ class SqlMetadataStore(MetadataStore):
                 "metadata": artifact.metadata,
             }
             if artifact.digest is not None:
+                # A signature belongs to the digest it was taken with: replaced together.
                 values["digest"] = artifact.digest
+                values["signature"] = artifact.signature
             if artifact.size is not None:
                 values["size"] = artifact.size
             if found is not None:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from headwater.artifacts import FsspecArtifactStore
-from headwater.caching.keys import cache_key, content_digest
+from headwater.artifacts.base import content_digest
+from headwater.caching.keys import cache_key
 from headwater.caching.resume import ResumeCache
 from headwater.caching.store import StoreTaskCache
 from headwater.metadata import SqlMetadataStore
@@ -77,13 +78,14 @@ def record_success(
             finished_at=time.time(),
         )
     )
-    digest = content_digest(uri)
+    found = content_digest(uri)  # as the recorder takes it: digest and signature together
     artifact_id = store.record_artifact(
         ArtifactRecord(
             uri=uri,
             schema_title="system.Dataset",
             name="data",
-            digest=digest,
+            digest=found.hex if found else None,
+            signature=found.signature if found else None,
             producer=execution_id,
             created_at=time.time(),
         )
@@ -195,13 +197,71 @@ def test_a_file_deleted_from_a_directory_artifact_is_a_miss(store, artifacts, tm
     assert StoreTaskCache(store, artifacts).lookup(launch=make_launch(tmp_path), key="k1") is None
 
 
-def test_digest_of_a_directory_with_a_dangling_symlink(tmp_path) -> None:
-    folder = tmp_path / "d"
-    folder.mkdir()
-    (folder / "a").write_text("1")
-    os.symlink("/nonexistent/target", folder / "link")
-    first = content_digest(str(folder))
-    assert first is not None
-    os.unlink(folder / "link")
-    os.symlink("/elsewhere", folder / "link")
-    assert content_digest(str(folder)) != first
+def test_what_a_directory_digest_covers(tmp_path) -> None:
+    # The rule, once (artifacts/base.py): regular files, symlinks followed; FIFOs and
+    # dangling symlinks hold no bytes and are left out.
+    plain = tmp_path / "plain"
+    write(plain / "a", "1")
+    write(plain / "sub" / "b", "2")
+    linked = tmp_path / "linked"
+    write(linked / "a", "1")
+    write(tmp_path / "outside" / "b", "2")
+    os.symlink(tmp_path / "outside", linked / "sub")
+    os.symlink("/nonexistent/target", linked / "dangling")
+    os.mkfifo(linked / "pipe")
+    os.symlink(linked, linked / "sub" / "loop")  # back up the tree: not followed again
+    assert content_digest(str(linked)).hex == content_digest(str(plain)).hex
+    (tmp_path / "outside" / "b").write_text("3")  # content behind a symlink counts
+    assert content_digest(str(linked)).hex != content_digest(str(plain)).hex
+
+
+def rewrite_keeping_times(path: Path, text: str) -> None:
+    """Rewrite `path` in place and put its old atime and mtime back, as `cp -p`, `rsync -t`
+    or a restore from backup leave a file."""
+    before = os.stat(path)
+    path.write_text(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_mtime_ns == before.st_mtime_ns
+
+
+@pytest.mark.parametrize("shape", ["file", "directory"])
+def test_an_output_rewritten_with_its_old_mtime_is_a_miss(store, artifacts, tmp_path, shape):
+    folder = Path(artifacts.root) / "p" / "r" / "t" / "data"
+    target = folder / "part-0" if shape == "directory" else folder
+    write(target, "rows")
+    record_success(store, "k1", str(folder))
+    rewrite_keeping_times(target, "ROWS")  # same size, same mtime, other bytes
+    assert StoreTaskCache(store, artifacts).lookup(launch=make_launch(tmp_path), key="k1") is None
+
+
+def test_an_output_touched_but_unchanged_is_still_a_hit(store, artifacts, tmp_path) -> None:
+    uri = write(Path(artifacts.root) / "p" / "r" / "t" / "data", "rows")
+    record_success(store, "k1", uri)
+    rewrite_keeping_times(Path(uri), "rows")  # the signature moved; the content did not
+    assert StoreTaskCache(store, artifacts).lookup(launch=make_launch(tmp_path), key="k1")
+
+
+def test_an_input_rewritten_with_its_old_mtime_changes_the_key(store, artifacts, tmp_path):
+    # The input is a recorded artifact of the store, whose digest the cache would reuse.
+    uri = write(Path(artifacts.root) / "p" / "r" / "t" / "data", "1,2,3")
+    record_success(store, "k0", uri)
+    art = {"name": "d", "type": {"schemaTitle": "system.Dataset"}, "metadata": {}, "uri": uri}
+    launch = make_launch(tmp_path, inputs={"d": [art]})
+    before = StoreTaskCache(store, artifacts).fingerprint(launch=launch)
+    rewrite_keeping_times(Path(uri), "1,2,4")
+    assert StoreTaskCache(store, artifacts).fingerprint(launch=launch) != before
+
+
+def test_resume_does_not_reuse_a_task_whose_input_was_rewritten_with_its_old_mtime(
+    store, artifacts, tmp_path
+) -> None:
+    data_in = write(tmp_path / "in" / "data.csv", "1,2")
+    uri = write(Path(artifacts.root) / "p" / "run-1" / "t" / "data", "rows")
+    record_success(store, "", uri, task="train")  # finishes after data.csv was written
+    art = {"name": "d", "type": {"schemaTitle": "system.Dataset"}, "metadata": {}, "uri": data_in}
+    launch = make_launch(tmp_path, name="train", inputs={"d": [art]})
+    cache = ResumeCache(store, artifacts, "run-1", StoreTaskCache(store, artifacts))
+    assert cache.lookup(launch=launch, key="") is not None
+    time.sleep(0.05)  # ctime is kept at the kernel's tick: let the rewrite land on a later one
+    rewrite_keeping_times(Path(data_in), "9,9")
+    assert cache.lookup(launch=launch, key="") is None
