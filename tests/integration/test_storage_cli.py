@@ -17,6 +17,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -650,6 +651,55 @@ def test_s3_unreachable_endpoint_fails_fast(s3_cli: Cli) -> None:
     line = one_line_error(cli)
     assert took < 15, f"took {took:.1f}s"
     assert "127.0.0.1:1" in line
+
+
+# --- metadata that cannot be written --------------------------------------------------------
+
+#: Runs a pipeline through the Python API with a hook that collects run warnings; prints them.
+API_RUN = """
+import json, sys
+from headwater.engine.hooks import RunHooks
+from headwater.engine.runner import run
+
+class Collect(RunHooks):
+    def __init__(self):
+        self.messages = []
+
+    def on_run_warning(self, *, run, message):
+        self.messages.append(message)
+
+collect = Collect()
+result = run(sys.argv[1], enable_cache=False, hooks=[collect])
+print(json.dumps({"state": result.state, "warnings": collect.messages}))
+"""
+
+
+def test_failed_metadata_writes_reach_the_hooks_not_stderr(headwater: Cli, tmp_path: Path) -> None:
+    headwater.run_ok("storage_lineage")  # creates the store
+    with contextlib.closing(sqlite3.connect(headwater.home / "metadata.db")) as conn:
+        conn.execute("DROP TABLE metrics")  # every metrics write now fails
+    script = tmp_path / "api_run.py"
+    script.write_text(API_RUN)
+    proc = subprocess.run(
+        [sys.executable, str(script), pipeline("storage_lineage")],
+        capture_output=True,
+        text=True,
+        env=headwater.env,
+        cwd=headwater.cwd,
+        timeout=60,
+    )
+    cli = CliResult.of(proc.returncode, proc.stdout, proc.stderr)
+    assert cli.returncode == 0 and cli.result is not None, cli.describe()
+    assert cli.result["state"] == "SUCCEEDED"
+    [warning] = cli.result["warnings"]
+    assert "recording metadata" in warning and "metrics" in warning, warning
+    # A library reports through its caller's hooks; it does not print on the caller's stderr.
+    assert "metadata" not in cli.stderr, cli.describe()
+    # The CLI's reporter is such a hook: one warning line, and the run still succeeds.
+    shown = headwater.run("storage_lineage", "--no-cache")
+    run_ok(shown)
+    warned = [line for line in shown.stderr.splitlines() if "recording metadata" in line]
+    assert len(warned) == 1 and warned[0].startswith("headwater: warning: "), shown.describe()
 
 
 # --- bad input -------------------------------------------------------------------------------

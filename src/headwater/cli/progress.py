@@ -94,6 +94,9 @@ class ConsoleReporter(RunHooks):
     def on_task_warning(self, *, run: Run, launch: Launch, message: str) -> None:
         self._write(f"headwater: warning: {message}")
 
+    def on_run_warning(self, *, run: Run, message: str) -> None:
+        self._write(f"headwater: warning: {message}")
+
     def on_tick(self, *, run: Run) -> None:
         for name in list(self._logs):
             self._stream_log(name, final=False)

@@ -32,6 +32,10 @@ class RunHooks:
     def on_task_warning(self, *, run: Run, launch: Launch, message: str) -> None:
         """A task will run, but not quite as asked (one line; at most once per task and cause)."""
 
+    def on_run_warning(self, *, run: Run, message: str) -> None:
+        """Something beside the tasks went wrong and the run went on (one line), such as
+        metadata that could not be recorded."""
+
     def on_tick(self, *, run: Run) -> None:
         """Called at least every `tick` seconds while the run is going."""
 

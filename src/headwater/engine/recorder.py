@@ -12,7 +12,6 @@ import json
 import os
 import queue
 import socket
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,7 +22,7 @@ from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord
 from headwater.task import TaskState
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from headwater.artifacts.base import ArtifactStore
     from headwater.engine.result import Run
@@ -52,8 +51,10 @@ class MetadataRecorder(RunHooks):
         parameters: dict[str, Any],
         *,
         resumed: bool = False,
+        hooks: Sequence[RunHooks] = (),
     ) -> None:
         self.store = store
+        self.hooks = hooks  # told (on_run_warning) of writes that failed
         self.artifacts = artifacts
         self.ir = ir
         self.parameters = parameters
@@ -173,16 +174,23 @@ class MetadataRecorder(RunHooks):
                 self._submit(self._record_execution, execution)
         error = None if run.error is None else vars(run.error)
         self._submit(self._finish, run.run_id, run.state, run.outputs, error)
-        self.flush()
+        failure = self.flush()
+        if failure is not None:
+            for hook in self.hooks:
+                hook.on_run_warning(run=run, message=failure)
 
-    def flush(self) -> None:
-        """Wait for every queued write; report (not raise) the first that failed."""
+    def flush(self) -> str | None:
+        """Wait for every queued write.
+
+        Returns:
+            A line on the writes that failed (they do not stop the run), or None.
+        """
         self._queue.put(None)
         self._thread.join()
-        if self._errors:
-            print(
-                f"headwater: warning: recording metadata failed: {self._errors[0]}", file=sys.stderr
-            )
+        if not self._errors:
+            return None
+        more = f" (and {len(self._errors) - 1} more)" if len(self._errors) > 1 else ""
+        return f"recording metadata in {self.store!r} failed: {self._errors[0]}{more}"
 
     # -- writes (on the writer thread) ----------------------------------------------------
 

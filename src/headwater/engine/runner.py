@@ -299,7 +299,7 @@ def run_ir(
             pool,
             task_cache,
             enable_cache,
-            [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming), *hooks],
+            [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming, hooks=hooks), *hooks],
             result,
             resume=resuming,
         )

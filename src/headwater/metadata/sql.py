@@ -16,7 +16,7 @@ from typing import Any, Literal, cast
 
 from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
-from headwater.errors import NotFoundError, RunClaimedError, UserError
+from headwater.errors import InvalidArgumentError, NotFoundError, RunClaimedError, UserError
 from headwater.metadata.base import (
     ArtifactRecord,
     Direction,
@@ -470,10 +470,10 @@ class SqlMetadataStore(MetadataStore):
         """Link an execution and an artifact; recording the same event again does nothing.
 
         Raises:
-            ValueError: `event.kind` is neither INPUT nor OUTPUT.
+            InvalidArgumentError: `event.kind` is neither INPUT nor OUTPUT (a ValueError).
         """
         if event.kind not in ("INPUT", "OUTPUT"):
-            raise ValueError(f"event kind {event.kind!r}: expected 'INPUT' or 'OUTPUT'")
+            raise InvalidArgumentError(f"event kind {event.kind!r}: expected 'INPUT' or 'OUTPUT'")
         key = {
             "execution_id": event.execution_id,
             "artifact_id": event.artifact_id,
@@ -517,7 +517,9 @@ class SqlMetadataStore(MetadataStore):
             return
         for event in events:
             if event.kind not in ("INPUT", "OUTPUT"):
-                raise ValueError(f"event kind {event.kind!r}: expected 'INPUT' or 'OUTPUT'")
+                raise InvalidArgumentError(
+                    f"event kind {event.kind!r}: expected 'INPUT' or 'OUTPUT'"
+                )
         rows = [
             {
                 "execution_id": e.execution_id,
@@ -592,9 +594,14 @@ class SqlMetadataStore(MetadataStore):
         """Store scalar metrics, replacing values this execution and artifact logged before.
 
         Raises:
-            ValueError: A value is not a number.
+            InvalidArgumentError: A value is not a number (a ValueError).
         """
-        values = {name: float(value) for name, value in metrics.items()}
+        try:
+            values = {name: float(value) for name, value in metrics.items()}
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"metrics of run {run_id!r} must be numbers, got {metrics!r}"
+            ) from exc
         rows = [
             {
                 "run_id": run_id,
@@ -669,10 +676,12 @@ class SqlMetadataStore(MetadataStore):
 
         Raises:
             NotFoundError: No artifact or execution matches `ref`.
-            ValueError: `direction` is not upstream, downstream or both.
+            InvalidArgumentError: `direction` is not upstream, downstream or both.
         """
         if direction not in ("upstream", "downstream", "both"):
-            raise ValueError(f"direction {direction!r}: expected upstream, downstream or both")
+            raise InvalidArgumentError(
+                f"direction {direction!r}: expected upstream, downstream or both"
+            )
         return self._db.transaction(
             lambda conn: lineage_graph(conn, ref, direction, depth, self.url)
         )

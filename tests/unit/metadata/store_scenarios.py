@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from headwater.errors import NotFoundError, RunClaimedError, UserError
+from headwater.errors import InvalidArgumentError, NotFoundError, RunClaimedError, UserError
 from headwater.metadata import (
     ArtifactRecord,
     EventRecord,
@@ -286,8 +286,13 @@ def artifacts_and_events(store: MetadataStore) -> None:
     ]
     assert pairs[0][0] == EventRecord(e1, b, "INPUT", "data", 0)
     assert store.artifacts_of(99999) == []
-    with pytest.raises(ValueError, match="kind"):
+    # In the tree (and still a ValueError): bad arguments are never a bare ValueError.
+    with pytest.raises(InvalidArgumentError, match="kind"):
         link(store, e1, a, "SIDEWAYS", "x")
+    with pytest.raises(InvalidArgumentError, match="kind"):
+        store.record_events([EventRecord(e1, a, "SIDEWAYS", "x")])  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="numbers"):
+        store.record_metrics("r1", e1, a, {"accuracy": "high"})  # type: ignore[dict-item]
 
 
 def dangling_references_are_not_found(store: MetadataStore) -> None:
@@ -590,7 +595,7 @@ def lineage_unknown_refs(store: MetadataStore) -> None:
     for ref in (9999, "9999", "mem://nothing", "e:9999", "a:9999"):
         with pytest.raises(NotFoundError, match="no artifact or execution"):
             store.lineage(ref)
-    with pytest.raises(ValueError, match="direction"):
+    with pytest.raises(InvalidArgumentError, match="direction"):
         store.lineage("mem://raw", direction="sideways")  # type: ignore[arg-type]
 
 
