@@ -693,6 +693,7 @@ def test_failed_metadata_writes_reach_the_hooks_not_stderr(headwater: Cli, tmp_p
     assert cli.result["state"] == "SUCCEEDED"
     [warning] = cli.result["warnings"]
     assert "recording metadata" in warning and "metrics" in warning, warning
+    assert "\n" not in warning, warning
     # A library reports through its caller's hooks; it does not print on the caller's stderr.
     assert "metadata" not in cli.stderr, cli.describe()
     # The CLI's reporter is such a hook: one warning line, and the run still succeeds.

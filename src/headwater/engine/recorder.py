@@ -190,7 +190,10 @@ class MetadataRecorder(RunHooks):
         if not self._errors:
             return None
         more = f" (and {len(self._errors) - 1} more)" if len(self._errors) > 1 else ""
-        return f"recording metadata in {self.store!r} failed: {self._errors[0]}{more}"
+        # A driver error's text goes on with its SQL and parameters: its first line says it.
+        lines = str(self._errors[0]).strip().splitlines()
+        reason = lines[0] if lines else type(self._errors[0]).__name__
+        return f"recording metadata in {self.store!r} failed: {reason}{more}"
 
     # -- writes (on the writer thread) ----------------------------------------------------
 
