@@ -3,7 +3,8 @@
 Protocol, one JSON object per line: the engine writes `{"id": N, "payload": {...}}` to the
 server's stdin; the server forks, the child runs `launcher.run_task(payload)`, and the server
 writes `{"id": N, "pid": P}` when it started and `{"id": N, "exit": CODE}` when it ended
-(a negative CODE is the signal that killed it). When stdin closes (the engine exited or was
+(a negative CODE is the signal that killed it), or `{"id": N, "error": {...}}` (an error
+record) when it could not start it. When stdin closes (the engine exited or was
 killed), the server terminates its children and exits, so no task outlives its engine.
 
 Nothing a task starts outlives the task either. Each task is the leader of its own process
@@ -202,7 +203,13 @@ def serve() -> None:
                         with contextlib.suppress(ImportError):
                             importlib.import_module(module)
                     continue
-                pid = _fork(request["payload"], (read_fd, write_fd), prctl)
+                try:
+                    pid = _fork(request["payload"], (read_fd, write_fd), prctl)
+                except OSError as exc:  # no process left to fork (EAGAIN, ENOMEM): that task fails
+                    why = f"could not start the task process: {exc.strerror or exc}"
+                    error = {"error_type": type(exc).__name__, "message": why}
+                    _report(out, {"id": request["id"], "error": error})
+                    continue
                 tasks[pid] = request["id"]
                 _report(out, {"id": request["id"], "pid": pid})
         _reap(tasks, out, adopting=adopting)
