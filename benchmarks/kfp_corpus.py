@@ -51,12 +51,14 @@ failed) and the named outputs match; kfp.local has no task states to check.
 
 Usage::
 
-    python benchmarks/kfp_corpus.py --kfp-repo PATH [--only SUBSTR]... [--timeout 120]
+    python benchmarks/kfp_corpus.py --kfp-repo PATH [--ir] [--only SUBSTR]... [--timeout 120]
         [--jobs 1] [--kfp-local] [--list] [--json] [--markdown] [-v]
 
 ``PATH`` is the repository root (with ``test_data/``), e.g. exported from a bare clone with
 ``mkdir -p /tmp/kfp && git --git-dir=PIPELINES.git archive HEAD test_data/sdk_compiled_pipelines
-| tar -x -C /tmp/kfp``. Exit status 0 when every pipeline ends as intended, 1 otherwise.
+| tar -x -C /tmp/kfp``. ``--ir`` runs the compiled IR checked in beside each ``.py`` instead (as
+KFP's backend e2e tests upload it; 77 of the 83 have one). Exit status 0 when every pipeline
+ends as intended, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -304,6 +306,7 @@ class Entry:
     excluded: list[str]
     pipelines: list[str]
     compiled: str | None
+    ir: Path | None = None  # the compiled IR checked in beside it, as KFP's e2e tests upload
 
 
 @dataclass
@@ -372,6 +375,13 @@ def _compiled(tree: ast.Module) -> str | None:
     return None
 
 
+def _checked_in_ir(path: Path) -> Path | None:
+    for name in (f"{path.stem}.yaml", f"{path.stem}_compiled.yaml"):
+        if (path.parent / name).is_file():
+            return path.parent / name
+    return None
+
+
 def discover(repo: Path) -> list[Entry]:
     """Every candidate .py file of the corpus directory, classified."""
     base = repo / CORPUS_DIR
@@ -399,6 +409,7 @@ def discover(repo: Path) -> list[Entry]:
                 excluded=excluded,
                 pipelines=pipelines,
                 compiled=compiled if compiled in pipelines else None,
+                ir=_checked_in_ir(path),
             )
         )
     return entries
@@ -503,17 +514,17 @@ def _task_errors(home: Path, result: dict[str, Any]) -> dict[str, str]:
 _HOST_PATHS_LOCK = threading.Lock()
 
 
-def run_headwater(entry: Entry, timeout: float, verbose: bool) -> Outcome:
+def run_headwater(entry: Entry, timeout: float, verbose: bool, ir: bool = False) -> Outcome:
     """Run one pipeline through the CLI; guard the host paths its volumes would mount over."""
     case = CASES.get(entry.rel, Case())
     if not case.host_paths:
-        return _run_headwater(entry, case, timeout, verbose)
+        return _run_headwater(entry, case, timeout, verbose, ir)
     present = [p for p in case.host_paths if os.path.lexists(p)]
     if present:
         detail = f"{', '.join(present)} exists on this machine: remove it, then rerun"
         return Outcome(entry.rel, "HOST-PATH", None, 0.0, detail)
     with _HOST_PATHS_LOCK:
-        outcome = _run_headwater(entry, case, timeout, verbose)
+        outcome = _run_headwater(entry, case, timeout, verbose, ir)
         made = [p for p in case.host_paths if os.path.lexists(p)]
         written = [p for p in made if not os.path.isdir(p) or os.listdir(p)]
         for path in made:
@@ -530,8 +541,10 @@ def run_headwater(entry: Entry, timeout: float, verbose: bool) -> Outcome:
     return outcome
 
 
-def _run_headwater(entry: Entry, case: Case, timeout: float, verbose: bool) -> Outcome:
+def _run_headwater(entry: Entry, case: Case, timeout: float, verbose: bool, ir: bool) -> Outcome:
     """Run one pipeline through the CLI, in a fresh home and working directory."""
+    if ir and entry.ir is None:
+        return Outcome(entry.rel, "NO-IR", None, 0.0, "no compiled IR beside it")
     with tempfile.TemporaryDirectory(prefix="hw-kfp-corpus-") as tmp_name:
         tmp = Path(tmp_name)
         home = tmp / "home"
@@ -542,9 +555,10 @@ def _run_headwater(entry: Entry, case: Case, timeout: float, verbose: bool) -> O
         for volume in case.volumes:
             (home / "volumes" / volume).mkdir(parents=True)
         args = _prepare(case, tmp)
-        command = [sys.executable, "-m", "headwater", "run", str(entry.path), "--json"]
+        source = entry.ir if ir and entry.ir else entry.path
+        command = [sys.executable, "-m", "headwater", "run", str(source), "--json"]
         pipeline = case.pipeline or entry.compiled
-        if pipeline:
+        if pipeline and not ir:
             command += ["--pipeline", pipeline]
         for name, value in args.items():
             # A STRING parameter takes the text as typed; anything else is parsed as JSON.
@@ -697,6 +711,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per pipeline")
     parser.add_argument("--jobs", type=int, default=1, help="pipelines at once")
     parser.add_argument("--kfp-local", action="store_true", help="also run under kfp.local")
+    parser.add_argument(
+        "--ir", action="store_true", help="run the compiled IR checked in beside each .py"
+    )
     parser.add_argument("--list", action="store_true", help="list the corpus and exclusions")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--markdown", action="store_true", help="a pasteable markdown report")
@@ -718,7 +735,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = load_average()
 
     def one(entry: Entry) -> Outcome:
-        outcome = run_headwater(entry, opts.timeout, opts.verbose)
+        outcome = run_headwater(entry, opts.timeout, opts.verbose, opts.ir)
         if opts.kfp_local:
             outcome.kfp_local, outcome.kfp_local_detail = run_kfp_local(entry, opts.timeout)
         progress(f"{outcome.verdict:<12} {outcome.seconds:6.1f}s  {entry.rel}  {outcome.detail}")
@@ -733,7 +750,8 @@ def main(argv: list[str] | None = None) -> int:
         "kfp_repo": str(opts.kfp_repo),
         "kfp_commit": _repo_commit(opts.kfp_repo),
         "corpus": len(corpus),
-        "ran": len(outcomes),
+        "source": "checked-in compiled IR" if opts.ir else "the .py files",
+        "ran": sum(o.verdict != "NO-IR" for o in outcomes),
         "as_intended": ok,
         "verdicts": dict(Counter(o.verdict for o in outcomes)),
         "kfp_local_as_intended": local_ok if opts.kfp_local else None,
@@ -771,6 +789,7 @@ def _print_report(
         print(f"- {key}: {value}")
     print(f"- kubeflow/pipelines: {summary['kfp_commit']} ({summary['kfp_repo']})")
     print(f"- load average: {summary['load']}")
+    print(f"- ran: {summary['source']}")
     print()
     cols = ["pipeline", "headwater", "state", "s"] + (["kfp.local"] if with_local else [])
     cols.append("detail")
@@ -794,7 +813,7 @@ def _print_report(
     if summary["ran"] != summary["corpus"]:
         line += f" run (corpus: {summary['corpus']})"
     if with_local:
-        line += f"; kfp.local: {summary['kfp_local_as_intended']} of {summary['ran']}"
+        line += f"; kfp.local: {summary['kfp_local_as_intended']} of {len(outcomes)}"
     print(line + f"  {summary['verdicts']}")
 
 
