@@ -321,3 +321,33 @@ def test_every_failure_shape_reaches_the_engine_as_a_task_error(headwater: Cli) 
     not_text = errors["not-text"]
     assert not_text["error_type"] == "OutputError"
     assert "'out'" in not_text["message"] and "UTF-8" in not_text["message"]
+
+
+@linux_only
+def test_tasks_end_when_the_engine_and_its_fork_server_are_killed(
+    headwater: Cli, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "scratch"
+    args = ["run", pipeline("task_leftovers"), "--param", f"scratch={scratch}"]
+    args += ["--param", "linger=true"]
+    proc = headwater.popen(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids: dict[str, int] = {}
+    try:
+        wait_for((scratch / "ready").is_file, 30, "the task to start its processes")
+        pids = recorded_pids(scratch)
+        task = int((scratch / "ready").read_text())
+        pids["task"] = task
+        server = int(Path(f"/proc/{task}/stat").read_text().rpartition(")")[2].split()[1])
+        assert server != proc.pid
+        pids["server"] = server
+
+        # Neither may clean up: the server is stopped before the engine dies, then killed.
+        os.kill(server, signal.SIGSTOP)
+        proc.kill()
+        proc.wait(timeout=10)
+        os.kill(server, signal.SIGKILL)
+
+        wait_for(lambda: process_gone(task), 10, f"the task ({task}) to end with its server")
+    finally:
+        kill_leftovers(proc)
+        kill_all(pids)

@@ -48,7 +48,8 @@ class LocalExecutor(Executor):
 
     A fresh interpreter importing KFP costs 0.1-1 s; a fork of a warm one costs a millisecond
     or two. Each task is still its own process (and process group), so a crash, a leak or
-    `os._exit` in one task cannot touch the engine or another task. The server starts in the
+    `os._exit` in one task cannot touch the engine or another task, and nothing a task starts
+    outlives it. The server starts in the
     background as soon as the executor is made, while the engine is still loading the pipeline.
     """
 
@@ -233,9 +234,11 @@ class LocalExecutor(Executor):
         return len(self._launches)
 
     def cancel(self) -> None:
-        """Terminate every running task and what it started (its process group).
+        """Terminate every running task and what it started.
 
-        SIGTERM first; a group still alive after a grace period gets SIGKILL.
+        SIGTERM to each task's process group first; a group still alive after a grace period
+        gets SIGKILL. What a task started outside its group is killed by the fork server as
+        soon as the task has ended (see `forkserver`).
         """
         # Pids reported but not read yet belong to tasks that must be stopped too.
         deadline = time.monotonic() + 1.0
