@@ -101,6 +101,7 @@ def _next_exited() -> tuple[int, int] | None:
 def _reap(tasks: dict[int, int], out: Any, *, adopting: bool) -> None:
     """Report every ended task, after killing what it leaves behind (its group, adoptees)."""
     peek = getattr(os, "waitid", None)
+    reaped = False
     while True:
         try:
             if peek is not None:
@@ -121,10 +122,14 @@ def _reap(tasks: dict[int, int], out: Any, *, adopting: bool) -> None:
                     _kill_group(pid, signal.SIGKILL)
         except ChildProcessError:
             break
+        reaped = True
         task_id = tasks.pop(pid, None)
         if task_id is not None:
+            if adopting:  # before the engine hears of the end, and starts what comes next
+                _kill_adopted(tasks)
             _report(out, {"id": task_id, "exit": os.waitstatus_to_exitcode(status)})
-    if adopting:
+    if reaped and adopting:
+        # A leftover killed here may have had children: they are ours now, and go the same way.
         _kill_adopted(tasks)
 
 
