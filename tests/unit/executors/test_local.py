@@ -16,8 +16,11 @@ from headwater.task import Launch, ResourceRequest, TaskResult
 
 @pytest.fixture(scope="module")
 def executor() -> Iterator[LocalExecutor]:
-    with LocalExecutor() as running:
-        yield running  # type: ignore[misc]
+    running = LocalExecutor()
+    try:
+        yield running
+    finally:
+        running.shutdown(kill=True)
 
 
 def command_launch(workdir: Path, command: list[str], task_id: int = 1) -> Launch:
