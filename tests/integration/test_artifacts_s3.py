@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import socket
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_harness import Cli
 from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
 
 from headwater.artifacts import FsspecArtifactStore, store_for
@@ -216,3 +222,174 @@ def test_a_store_works_in_a_forked_child(store: FsspecArtifactStore, tmp_path: P
     child.join(timeout=60)
     assert child.exitcode == 0
     assert not store.exists(uri)  # the child deleted it; the parent's client still works
+
+
+# -- bounded calls: timeouts, retries and a progress line --------------------------------------
+
+#: Uploads, downloads and digests through a store whose endpoint never answers; prints each
+#: call's error (one line each) and exits 0. The caller bounds how long it may take.
+STALLED_CALLS = """
+import sys
+from headwater.artifacts import FsspecArtifactStore
+from headwater.errors import StorageError
+
+store = FsspecArtifactStore("s3://stalled/runs")
+uri = store.uri_for("p", "run", "task", "out")
+for call in (
+    lambda: store.upload(sys.argv[1], uri),
+    lambda: store.download(uri, sys.argv[1] + ".down"),
+    lambda: store.digest(uri),
+):
+    try:
+        call()
+        print("no error")
+    except StorageError as exc:
+        print(exc)
+"""
+
+
+def stalled_env(endpoint: str, tmp_path: Path, **limits: str) -> dict[str, str]:
+    """An environment for a child process whose S3 endpoint is `endpoint`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HEADWATER_S3_"))}
+    env.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=str(tmp_path / "aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "aws-credentials"),
+        **limits,
+    )
+    return env
+
+
+def test_a_stalled_endpoint_fails_each_call_within_its_bound(
+    silent_server: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "f"
+    source.write_bytes(b"data")
+    script = tmp_path / "stalled.py"
+    script.write_text(STALLED_CALLS)
+    limits = {
+        "HEADWATER_S3_CONNECT_TIMEOUT": "1",
+        "HEADWATER_S3_READ_TIMEOUT": "3",
+        "HEADWATER_S3_RETRIES": "1",
+    }
+    # Three calls of 2 attempts x (1 + 3) s at most, plus backoff; unbounded, each used to
+    # take s3fs's 5 tries of botocore's 5 attempts of 15 s.
+    proc = subprocess.run(
+        [sys.executable, str(script), str(source)],
+        capture_output=True,
+        text=True,
+        env=stalled_env(silent_server, tmp_path, **limits),
+        timeout=90,
+    )
+    assert proc.returncode == 0, proc.stderr
+    errors = proc.stdout.strip().splitlines()
+    assert len(errors) == 3, proc.stdout
+    for line, action in zip(errors, ("upload to", "download", "digest"), strict=True):
+        assert line.startswith(f"cannot {action} 's3://stalled/runs/p/run/task/out' at "), line
+        assert silent_server in line and "did not answer in time" in line, line
+        assert "HEADWATER_S3_READ_TIMEOUT" in line, line
+    # While it waited, it said what it was waiting on.
+    waited = [line for line in proc.stderr.splitlines() if "still waiting for" in line]
+    assert waited, proc.stderr
+    assert f"upload to 's3://stalled/runs/p/run/task/out' at {silent_server}" in waited[0]
+    assert "gives up after about 8 s" in waited[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("HEADWATER_S3_CONNECT_TIMEOUT", "soon"),
+        ("HEADWATER_S3_READ_TIMEOUT", "0"),
+        ("HEADWATER_S3_RETRIES", "-1"),
+    ],
+    ids=["not-a-number", "zero", "negative"],
+)
+def test_a_bad_limit_is_one_line_naming_it(
+    s3_bucket: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    value: str,
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(StorageError, match=name) as info:
+        FsspecArtifactStore(f"s3://{s3_bucket}/runs").check()
+    assert "\n" not in str(info.value)
+
+
+class StallingProxy:
+    """A TCP proxy on loopback to `target` that, once `flag` exists, accepts new connections
+    and never answers them (a stalled endpoint, from the task's upload on)."""
+
+    def __init__(self, target: str, flag: Path) -> None:
+        host, port = target.removeprefix("http://").rsplit(":", 1)
+        self.target = (host, int(port))
+        self.flag = flag
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            if self.flag.exists():
+                self.held.append(client)
+                continue
+            upstream = socket.create_connection(self.target)
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.server.close()
+        for sock in self.held:
+            sock.close()
+
+
+def test_a_task_uploading_to_a_stalled_endpoint_fails_within_the_bound(
+    headwater: Cli,
+    s3_env: S3Server,  # noqa: F811
+    s3_bucket: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    flag = tmp_path / "stall-now"
+    proxy = StallingProxy(s3_env.endpoint, flag)
+    try:
+        # The engine's settings reach the task through its environment.
+        headwater.env.update(
+            stalled_env(
+                proxy.endpoint,
+                tmp_path,
+                HEADWATER_S3_CONNECT_TIMEOUT="1",
+                HEADWATER_S3_READ_TIMEOUT="2",
+                HEADWATER_S3_RETRIES="1",
+            )
+        )
+        cli = headwater.run(
+            "storage_s3_stall",
+            "--pipeline-root",
+            f"s3://{s3_bucket}/root",
+            params={"flag": flag},
+        )
+    finally:
+        proxy.close()
+    assert cli.returncode == 1, cli.describe()
+    assert flag.exists()
+    failed = [line for line in cli.stderr.splitlines() if "task 'produce' failed" in line]
+    assert len(failed) == 1, cli.describe()
+    assert f"cannot upload to 's3://{s3_bucket}/root/" in failed[0], failed[0]
+    assert proxy.endpoint in failed[0] and "did not answer in time" in failed[0], failed[0]

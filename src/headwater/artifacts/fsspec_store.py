@@ -33,6 +33,7 @@ from headwater.artifacts.base import (
     stat_signature,
     walk_files,
 )
+from headwater.artifacts.remote import S3Limits, s3_limits, waiting
 from headwater.errors import HeadwaterError, StorageError
 
 KNOWN_SCHEMES = ("file", "s3", "gs", "memory")
@@ -143,6 +144,7 @@ class FsspecArtifactStore(ArtifactStore):
             self._require_backend()
         self._fs: Any = None
         self._fs_pid = 0
+        self._limits: S3Limits | None = None
 
     def __repr__(self) -> str:
         return f"FsspecArtifactStore({self.root!r})"
@@ -397,14 +399,22 @@ class FsspecArtifactStore(ArtifactStore):
         kwargs: dict[str, Any] = {"skip_instance_cache": True}
         if self.scheme in _BACKENDS:
             kwargs["use_listings_cache"] = False
-        if self.scheme == "s3" and self.endpoint:
-            kwargs["endpoint_url"] = self.endpoint
+        if self.scheme == "s3":
+            if self.endpoint:
+                kwargs["endpoint_url"] = self.endpoint
+            # Bounded calls (see `remote`): botocore's timeouts and retries, read now, so a
+            # task process applies the settings it inherited.
+            self._limits = s3_limits()
+            kwargs["config_kwargs"] = self._limits.botocore_config()
         kwargs.update(options)
         try:
-            return fsspec.filesystem(self.scheme, **kwargs)
+            fs = fsspec.filesystem(self.scheme, **kwargs)
         except ImportError as exc:
             module, extra = _BACKENDS.get(self.scheme, (self.scheme, "all"))
             raise StorageError(_missing_backend(self.root, module, extra)) from exc
+        if self.scheme == "s3":
+            fs.retries = 1  # s3fs's own loop would multiply botocore's attempts
+        return fs
 
     def _where(self) -> str:
         if self.scheme == "s3":
@@ -421,14 +431,22 @@ class FsspecArtifactStore(ArtifactStore):
     @contextlib.contextmanager
     def _translate(self, action: str, uri: str) -> Iterator[None]:
         # Backends raise their own zoo (botocore, aiohttp, google-auth, OSError); a caller
-        # sees one StorageError with a one-line reason.
+        # sees one StorageError with a one-line reason. A call that waits says so as it goes.
+        if self.scheme == "s3":
+            self._filesystem()  # reads the limits, if this process has not yet
+        limits = self._limits if self.scheme == "s3" else None
+        bound = "" if limits is None else f"gives up after about {limits.bound_s:g} s"
         try:
-            yield
+            with waiting(f"{action} {uri!r} at {self._where()}", bound or "no time limit"):
+                yield
         except HeadwaterError:
             raise
         except Exception as exc:
+            hint = ""
+            if limits is not None and _is_timeout(exc):
+                hint = f": the endpoint did not answer in time ({limits.describe()})"
             raise StorageError(
-                f"cannot {action} {uri!r} at {self._where()}: {_one_line(exc)}"
+                f"cannot {action} {uri!r} at {self._where()}: {_one_line(exc)}{hint}"
             ) from exc
 
     # -- check ------------------------------------------------------------------------------
@@ -491,6 +509,17 @@ def _missing_backend(root: str, module: str, extra: str) -> str:
         f"artifact root {root!r} needs the {module!r} package. "
         f"Install it with: pip install 'headwater[{extra}]'"
     )
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """True for a timeout from any layer (botocore, aiohttp, asyncio, sockets), also as the
+    cause of another error."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _one_line(exc: BaseException) -> str:
