@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -135,7 +136,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     metadata = args.run_metadata_url or args.metadata_url
     reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
     # SIGTERM stops a run as Ctrl-C does: its tasks stopped, the run recorded INTERRUPTED.
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # (Signal handlers belong to the main thread; `main()` called from another has none.)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
     # The fork server warms up on the other core while this one loads the pipeline.
     executor = LocalExecutor()
     try:
@@ -168,7 +171,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
     finally:
         executor.shutdown(kill=True)
-        signal.signal(signal.SIGTERM, previous)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if result.error is not None:
         err = result.error
         # A task that never ran (a condition that failed to evaluate) has no log to stream,
