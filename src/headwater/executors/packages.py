@@ -10,7 +10,6 @@ user's environment). Instead the requirements are checked against what is instal
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import re
 import shlex
 import subprocess
@@ -61,6 +60,9 @@ def missing(reqs: list[str]) -> list[str]:
     """The requirements this interpreter does not satisfy."""
     if not reqs:
         return []
+    # Imported here: most pipelines install nothing, and `headwater run` starts faster without.
+    import importlib.metadata
+
     from packaging.requirements import InvalidRequirement, Requirement
 
     absent = []
