@@ -24,6 +24,11 @@ What each setting becomes here:
 - Shared memory: this machine's own `/dev/shm`.
 - Everything else (tolerations, node selectors and affinity, image pull secrets and policy,
   security context): one warning line per task, then ignored.
+
+A setting whose name or JSON comes from an input that is null or was not given (an optional
+pipeline input left out) is skipped, as KFP's driver skips it (`ErrResolvedParameterNull`):
+no variable, no mount, and no warning for an ignored setting that then names nothing. A PVC
+mount is the exception, as in KFP: it fails without a volume name.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwater.errors import HeadwaterError, PlatformError
+from headwater.errors import HeadwaterError, PlatformError, UserError
 from headwater.platform.pod import (
     FIELD_PATHS,
     EnvFile,
@@ -73,6 +78,13 @@ _EMULATED = {
     "podMetadata",
     "activeDeadlineSeconds",
     "enabledSharedMemory",
+}
+#: Ignored settings that may come from input parameters: each key's selector field.
+_IGNORED_INPUTS = {
+    "nodeSelector": "nodeSelectorJson",
+    "nodeAffinity": "nodeAffinityJson",
+    "tolerations": "tolerationJson",
+    "imagePullSecret": "secretNameParameter",
 }
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
 
@@ -113,6 +125,9 @@ class ExecutorSettings:
     annotations: Mapping[str, str] = field(default_factory=dict)
     timeout: int = 0
     ignored: tuple[str, ...] = ()
+    # Ignored settings given only by input parameters, with their selectors: left out of the
+    # warning when every selector resolves to null.
+    ignored_inputs: tuple[tuple[str, tuple[Mapping[str, Any], ...]], ...] = ()
     operation: str = ""  # "create" / "delete" for CreatePVC / DeletePVC
     raw: Mapping[str, Any] = field(default_factory=dict)
 
@@ -153,18 +168,20 @@ class ExecutorSettings:
         sources: list[tuple[str, str, str, tuple[str, ...] | None]] = []
         volume_names: list[str] = []
         env_files = self._env_files(stores, resolve, sources)
-        mounts = [
+        planned = (
             self._mount(vol, stores, resolve, sources, volume_names, workdir, home)
             for vol in self.volumes
-        ]
+        )
+        mounts = [mount for mount in planned if mount is not None]
         pod = pod_metadata(
             self.labels, self.annotations, run_id=run_id, task_id=task_id, attempt=attempt
         )
         warnings: tuple[str, ...] = ()
-        if self.ignored:
+        ignored = self._ignored(resolve)
+        if ignored:
             warnings = (
                 f"task {task_name!r}: kfp-kubernetes settings with no meaning on one machine "
-                f"are ignored: {', '.join(self.ignored)}",
+                f"are ignored: {', '.join(ignored)}",
             )
         return TaskPlatform(
             env={name: field_value(path, pod) for name, path in self.field_paths},
@@ -189,7 +206,10 @@ class ExecutorSettings:
         env_files = []
         for src in self.env_sources:
             store = stores[src.kind]
-            name = check_name(_resolve(src.name, resolve, src.kind), src.kind)
+            resolved = _resolve(src.name, resolve, src.kind)
+            if resolved is None:
+                continue
+            name = check_name(resolved, src.kind)
             sources.append((src.kind, name, str(store.root), tuple(k for k, _ in src.keys)))
             for key, variable in src.keys:
                 path = store.path(name) / key
@@ -198,6 +218,15 @@ class ExecutorSettings:
                 what = f"key {key!r} of {src.kind} {name!r}"
                 env_files.append(EnvFile(variable, str(path), src.optional, what))
         return env_files
+
+    def _ignored(self, resolve: Callable[[Mapping[str, Any]], Any]) -> list[str]:
+        """The ignored settings to name in the warning: not those whose inputs are all null."""
+        null = {
+            setting
+            for setting, selectors in self.ignored_inputs
+            if all(_is_null(selector, resolve) for selector in selectors)
+        }
+        return [setting for setting in self.ignored if setting not in null]
 
     @staticmethod
     def _mount(
@@ -208,11 +237,15 @@ class ExecutorSettings:
         volume_names: list[str],
         workdir: Path,
         home: Path,
-    ) -> Mount:
-        """What one volume setting mounts; a required secret or a volume must exist now."""
+    ) -> Mount | None:
+        """What one volume setting mounts, None when a null input names its secret or config
+        map; a required secret or a volume must exist now."""
         if vol.kind in stores:
             store = stores[vol.kind]
-            name = check_name(_resolve(vol.name or {}, resolve, vol.kind), vol.kind)
+            resolved = _resolve(vol.name or {}, resolve, vol.kind)
+            if resolved is None:
+                return None
+            name = check_name(resolved, vol.kind)
             what = f"{vol.kind} {name!r}"
             if store.exists(name):
                 sources.append((vol.kind, name, str(store.root), None))
@@ -221,7 +254,16 @@ class ExecutorSettings:
                 return Mount(vol.mount_path, "", True, f"{what} (absent, optional)")
             raise PlatformError(_missing(store, name, None, f"the volume at {vol.mount_path}"))
         if vol.kind == "volume":
-            name = check_name(_resolve(vol.name or {}, resolve, "volume"), "volume")
+            selector = vol.name or {}
+            resolved = _resolve(selector, resolve, "volume")
+            if resolved is None:  # as KFP's driver, which skips no PVC mount (makeVolumeMountPatch)
+                given_by = selector.get("componentInputParameter")
+                source = f"input {given_by!r}" if given_by else "a task output"
+                raise PlatformError(
+                    f"the volume to mount at {vol.mount_path} is named by {source}, which is "
+                    "null or was not given: give it a volume name"
+                )
+            name = check_name(resolved, "volume")
             volume_names.append(name)
             root = volumes_dir(home) / name
             if not root.is_dir():
@@ -326,6 +368,15 @@ def _executor(label: str, config: Mapping[str, Any]) -> ExecutorSettings:
         field_paths.append((_env_name(item.get("name"), at), path))
     metadata = _mapping(config.get("podMetadata"), f"{at}.podMetadata")
     ignored = tuple(sorted(_IGNORED.get(k, k) for k in config if k not in _EMULATED and config[k]))
+    ignored_inputs: list[tuple[str, tuple[Mapping[str, Any], ...]]] = []
+    for key, param_key in _IGNORED_INPUTS.items():
+        value = config.get(key)
+        entries = [value] if isinstance(value, Mapping) else value  # nodeSelector is one
+        if not entries or not isinstance(entries, list):
+            continue
+        selectors = [e.get(param_key) if isinstance(e, Mapping) else None for e in entries]
+        if all(isinstance(s, Mapping) and s for s in selectors):
+            ignored_inputs.append((_IGNORED[key], tuple(s for s in selectors if s)))
     timeout = config.get("activeDeadlineSeconds") or 0
     try:
         timeout = int(timeout)
@@ -340,6 +391,7 @@ def _executor(label: str, config: Mapping[str, Any]) -> ExecutorSettings:
         annotations={str(k): str(v) for k, v in _mapping(metadata.get("annotations"), at).items()},
         timeout=max(0, timeout),
         ignored=ignored,
+        ignored_inputs=tuple(ignored_inputs),
         raw=config,
     )
 
@@ -379,14 +431,41 @@ def _operation(
     return TaskPlatform(operation=operation, warnings=warnings)
 
 
-def _resolve(selector: Mapping[str, Any], resolve: Callable[..., Any], kind: str) -> str:
+def _resolve(selector: Mapping[str, Any], resolve: Callable[..., Any], kind: str) -> str | None:
+    """The name `selector` gives, or None when it comes from an input that is null or was not
+    given (KFP's `ErrResolvedParameterNull`).
+
+    Raises:
+        PlatformError: The selector does not resolve, or resolves to something not a name.
+    """
     try:
         value = resolve(selector)
     except HeadwaterError as exc:
+        if _not_given(selector, exc):
+            return None
         raise PlatformError(f"cannot tell which {kind} to use: {exc}") from exc
+    if value is None:
+        return None
     if not isinstance(value, str) or not value:
         raise PlatformError(f"the {kind} name resolved to {value!r}, not a name")
     return value
+
+
+def _is_null(selector: Mapping[str, Any], resolve: Callable[..., Any]) -> bool:
+    """Whether `selector` resolves to null (one that does not resolve at all is not null)."""
+    try:
+        return resolve(selector) is None
+    except HeadwaterError as exc:
+        return _not_given(selector, exc)
+
+
+def _not_given(selector: Mapping[str, Any], exc: HeadwaterError) -> bool:
+    """Whether `exc` says an input of the enclosing DAG was not given (an optional one left out).
+
+    The engine reports that as an unavailable input, never as a `UserError` (a selector that
+    selects nothing is one).
+    """
+    return "componentInputParameter" in selector and not isinstance(exc, UserError)
 
 
 def _selector(item: Mapping[str, Any], name_key: str, kind: str, at: str) -> Mapping[str, Any]:
