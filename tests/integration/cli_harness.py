@@ -74,9 +74,13 @@ class Cli(NamedTuple):
     cwd: Path
     env: dict[str, str]
     timeout: float = 60  # seconds a command may take, unless the call says otherwise
+    # Appended to every `run` command: how a test module runs all its pipelines on another
+    # executor (`--executor dask --scheduler ADDRESS`) without changing its tests.
+    extra_run_args: tuple[str, ...] = ()
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "headwater", *args]
+        extra = self.extra_run_args if args[:1] == ("run",) else ()
+        return [sys.executable, "-m", "headwater", *args, *extra]
 
     def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
         return subprocess.Popen(self.argv(*args), text=True, env=self.env, cwd=self.cwd, **kwargs)

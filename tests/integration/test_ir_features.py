@@ -2,6 +2,9 @@
 
 One test per IR feature; the pipelines live in `pipelines/`, one small file per feature. Every
 run is a real subprocess (`python -m headwater ...`) with HEADWATER_HOME in the test's tmp_path.
+Every test runs twice: on the local executor, and on a real Dask cluster on loopback (a
+scheduler and two workers, see dask_cluster.py) with `--executor dask --scheduler ADDRESS`
+appended to each `run`, so both executors must give the same results.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from cli_harness import PIPELINES, Cli, cached_flags, run_failed, run_ok, task_states
+from dask_cluster import dask_cluster  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -37,10 +41,19 @@ compiler.Compiler().compile(getattr(module, name), out)
 """
 
 
+@pytest.fixture(params=["local", "dask"])
+def executor_args(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """What each `run` gets to choose the executor (the Dask cluster is started on first use)."""
+    if request.param == "local":
+        return ()
+    cluster = request.getfixturevalue("dask_cluster")
+    return ("--executor", "dask", "--scheduler", cluster.address)
+
+
 @pytest.fixture
-def headwater(headwater: Cli) -> Cli:
-    """The shared `headwater` fixture, with 100 s per command instead of 60."""
-    return headwater._replace(timeout=100)
+def headwater(headwater: Cli, executor_args: tuple[str, ...]) -> Cli:
+    """The shared `headwater` fixture on each executor, with 100 s per command instead of 60."""
+    return headwater._replace(timeout=100, extra_run_args=executor_args)
 
 
 def compile_pipeline(py_file: str, function: str, out: Path) -> Path:
