@@ -113,7 +113,7 @@ def mount_all(mounts: Sequence[Mapping[str, Any]], *, stage: str) -> None:
     """
     if not mounts:
         return
-    where = f"cannot mount {mounts[0]['what']} at {mounts[0]['target']}"
+    where = f"cannot mount {mounts[0]['what']} at {_mount_point(mounts[0]['target'])}"
     if not sys.platform.startswith("linux"):
         raise PlatformError(
             f"{where}: that needs a Linux mount namespace, and this is {sys.platform}"
@@ -134,8 +134,14 @@ def mount_all(mounts: Sequence[Mapping[str, Any]], *, stage: str) -> None:
             _mount_one(mount, owned, os.path.join(stage, str(number)))
         except OSError as exc:
             raise PlatformError(
-                f"cannot mount {mount['what']} at {mount['target']}: {exc.strerror or exc}"
+                f"cannot mount {mount['what']} at {_mount_point(mount['target'])}: "
+                f"{exc.strerror or exc}"
             ) from exc
+
+
+def _mount_point(path: str) -> str:
+    """`path` normalised, with one leading slash (POSIX `normpath` keeps a leading `//`)."""
+    return os.path.normpath("/" + str(path).lstrip("/"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -193,14 +199,14 @@ def enter_namespace() -> None:
 
 
 def _mount_one(mount: Mapping[str, Any], owned: list[str], stage: str) -> None:
-    target = os.path.normpath(mount["target"])
+    target = _mount_point(mount["target"])
     source = mount["source"]
     if source:
         if mount.get("fresh"):
             shutil.rmtree(source, ignore_errors=True)
         os.makedirs(source, exist_ok=True)
     if os.path.lexists(target) and not os.path.isdir(target):
-        raise OSError(errno.ENOTDIR, f"{target} exists and is not a directory")
+        raise OSError(errno.ENOTDIR, "it exists and is not a directory")
     if not os.path.isdir(target):
         _make_mount_point(target, owned, stage)
     if source:

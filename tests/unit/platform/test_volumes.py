@@ -150,6 +150,17 @@ def test_two_mounts_under_one_new_directory_share_one_cover(tmp_path: Path) -> N
 
 
 @needs_namespaces
+def test_a_mount_point_that_is_a_file_fails_naming_the_path_once_normalised(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "file").write_text("")
+    out = _in_task([_mount(f"/{tmp_path}/./file", str(tmp_path))], tmp_path / "stage", "")
+    assert out == {
+        "error": f"cannot mount volume 'v' at {tmp_path / 'file'}: it exists and is not a directory"
+    }
+
+
+@needs_namespaces
 def test_read_only_tmpfs_and_nested_mounts(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     secret.mkdir()
@@ -236,7 +247,7 @@ def test_without_privilege_the_task_makes_its_own_user_namespace(tmp_path: Path)
 
 def test_a_refused_namespace_fails_naming_the_mount_path_and_the_fix(tmp_path: Path) -> None:
     out = _in_task(
-        [_mount("/data", str(tmp_path), owned=True)],
+        [_mount("//data", str(tmp_path), owned=True)],  # named once, normalised
         tmp_path / "stage",
         "result = 'mounted'",
         prefix=_unprivileged(limit_namespaces=True),
