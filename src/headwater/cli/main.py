@@ -4,7 +4,8 @@ Every command parses its arguments, calls the API and prints. Whatever goes wron
 one line on stderr, never a traceback: bad input exits 2, a failed run or a system error 1,
 Ctrl-C 130, and a closed stdout (`headwater runs list | head`) ends quietly, as the shell's
 own tools do. An unexpected exception is one line too; its traceback goes to
-`$HEADWATER_HOME/last-error.txt` for the bug report.
+`$HEADWATER_HOME/last-error.txt` for the bug report. Headwater's own warnings
+(`HeadwaterWarning`) are one line each, `headwater: warning: MESSAGE`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from headwater.errors import HeadwaterError, ParameterError, UserError
+from headwater.errors import HeadwaterError, HeadwaterWarning, ParameterError, UserError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: The shell's status for a process killed by SIGPIPE (128 + 13), as `yes | head` leaves it.
@@ -233,6 +235,40 @@ def _dispatch(argv: Sequence[str] | None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the process exit code. Never raises, never prints a traceback."""
+    with _warnings_as_lines():
+        return _main(argv)
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Show Headwater's own warnings as one line on stderr, others as Python shows them.
+
+    Installed for the CLI's run only (never at import): a program that imports headwater
+    keeps its own `warnings.showwarning`.
+    """
+    previous = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        if issubclass(category, HeadwaterWarning):
+            _error(f"warning: {message}")
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         code = _dispatch(argv)
         # Flushed here, not at exit, so that a reader gone away is seen by the handler below.
