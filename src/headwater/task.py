@@ -105,6 +105,9 @@ class Launch:
     device_env: dict[str, str] = field(default_factory=dict)
     #: What the task's kfp-kubernetes settings give it (env, secret files, mounts); None if none.
     platform: TaskPlatform | None = None
+    #: The task's own directory under the pipeline root, where its output artifacts go (and
+    #: the logs of executors that run it elsewhere).
+    task_root: str = ""
 
 
 @dataclass
@@ -123,6 +126,10 @@ class TaskResult:
     resumed: bool = False
     #: For a cached result, the metadata store's ids of its artifacts by URI.
     artifact_ids: dict[str, int] = field(default_factory=dict)
+    #: Which worker ran the attempt (a host name, or a Dask worker's address).
+    worker: str | None = None
+    #: Where the attempt's log went, when not at its launch's `log_path` (a URI).
+    log_uri: str | None = None
 
     @property
     def ok(self) -> bool:

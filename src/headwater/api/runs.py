@@ -108,6 +108,8 @@ class TaskDetails:
     output_artifacts: dict[str, list[str]]
     log_path: str
     error: dict[str, Any] | None
+    executor: str | None = None
+    worker: str | None = None
 
     @classmethod
     def of(
@@ -131,6 +133,8 @@ class TaskDetails:
             output_artifacts=arts["OUTPUT"],
             log_path=e.log_path,
             error=e.error,
+            executor=e.executor,
+            worker=e.worker,
         )
 
     @property
@@ -163,6 +167,8 @@ class TaskDetails:
             "log_path": self.log_path,
             "error": self.error,
             "attempts": self.attempts,
+            "executor": self.executor,
+            "worker": self.worker,
         }
 
 

@@ -96,6 +96,23 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: run it with what there is, after a warning)",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="stream task output")
+    run.add_argument(
+        "--executor",
+        default="local",
+        metavar="NAME",
+        help="where tasks run: local (default), dask, or one a package registers",
+    )
+    run.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --executor dask: the scheduler (default $HEADWATER_DASK_SCHEDULER, else a "
+        "local cluster for the run)",
+    )
+    run.add_argument(
+        "--shared-fs",
+        action="store_true",
+        help="every worker sees the local pipeline root at the same path (NFS, say)",
+    )
 
     inspect.add_parsers(sub, _Parser)
     secrets.add_parsers(sub, _Parser)
@@ -128,23 +145,42 @@ def parse_params(pairs: Sequence[str], declared: dict[str, str]) -> dict[str, An
 def _cmd_run(args: argparse.Namespace) -> int:
     from headwater.cli.progress import ConsoleReporter, log_tail
     from headwater.engine.runner import resume, run_ir
+    from headwater.executors.base import Executor
     from headwater.executors.local import LocalExecutor
+    from headwater.executors.registry import create_executor
     from headwater.spec.loader import load_pipeline
 
     if args.resume and (args.pipeline or args.param):
         raise UserError("--resume RUN_ID takes no PIPELINE or --param: it reuses the run's own")
     if not args.resume and not args.pipeline:
         raise UserError("headwater run needs a PIPELINE file (or --resume RUN_ID)")
+    if args.scheduler and args.executor != "dask":
+        raise UserError("--scheduler is for --executor dask: add --executor dask")
+    options = {
+        "scheduler": args.scheduler,
+        "shared_fs": args.shared_fs,
+        "install_packages": args.install_packages,
+    }
+
+    def start(name: str) -> Executor:
+        made = create_executor(name, **options)
+        describe = getattr(made, "describe", None)
+        if describe is not None:  # where tasks run (a cluster's dashboard), once the run starts
+            reporter.preamble.append(str(describe()))
+        return made
+
     metadata = args.run_metadata_url or args.metadata_url
     reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
     # SIGTERM stops a run as Ctrl-C does: its tasks stopped, the run recorded INTERRUPTED.
     # (Signal handlers belong to the main thread; `main()` called from another has none.)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
-    # The fork server warms up on the other core while this one loads the pipeline.
-    executor = LocalExecutor()
+    # The fork server warms up on the other core while this one loads the pipeline; any other
+    # executor is made once the pipeline is known to load (a cluster is not started for nothing).
+    executor: Executor | None = LocalExecutor() if args.executor == "local" else None
     try:
         if args.resume:
+            executor = executor or start(args.executor)
             result = resume(
                 args.resume,
                 executor=executor,
@@ -159,6 +195,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             ir = load_pipeline(args.pipeline, pipeline_name=args.pipeline_name)
             declared = {n: p.type for n, p in ir.root.interface.input_parameters.items()}
             arguments = parse_params(args.param, declared)
+            executor = executor or start(args.executor)
             result = run_ir(
                 ir,
                 arguments,
@@ -172,7 +209,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 strict_resources=args.strict_resources,
             )
     finally:
-        executor.shutdown(kill=True)
+        if executor is not None:
+            executor.shutdown(kill=True)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     if result.error is not None:

@@ -53,6 +53,8 @@ class ConsoleReporter(RunHooks):
         self._started = time.monotonic()
         self._logs: dict[str, _LogFollower] = {}
         self._status_shown = False
+        #: Lines to show when the run starts, after its first line (where its tasks run).
+        self.preamble: list[str] = []
 
     def _write(self, line: str) -> None:
         if self._status_shown:
@@ -64,6 +66,8 @@ class ConsoleReporter(RunHooks):
     def before_run(self, *, run: Run) -> None:
         self._started = time.monotonic()
         self._write(f"headwater: run {run.run_id} of {run.pipeline!r} started")
+        for line in self.preamble:
+            self._write(f"headwater: {line}")
         self._write(f"headwater: logs in {run.run_dir / 'tasks'}")
 
     def before_task(self, *, run: Run, launch: Launch) -> None:

@@ -107,6 +107,7 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
         cache_enabled=task.spec.enable_cache,
         cache_key=task.spec.cache_key,
         python_path=context.python_path,
+        task_root=uri(*parts),
         platform=None
         if settings is None
         else settings.plan(

@@ -13,11 +13,10 @@ from typing import Any
 
 from headwater.caching.base import TaskCache
 from headwater.engine.hooks import RunHooks
-from headwater.engine.resources import ResourcePool
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunStateMachine
 from headwater.errors import EngineError, UserError
-from headwater.executors.base import Executor
+from headwater.executors.base import Admission, Executor
 from headwater.task import Launch, TaskError, TaskResult, TaskState
 
 #: What tasks running when the engine stops are told, and recorded with.
@@ -39,7 +38,7 @@ class EngineLoop:
         self,
         machine: RunStateMachine,
         executor: Executor,
-        pool: ResourcePool,
+        pool: Admission,
         cache: TaskCache,
         enable_cache: bool,
         hooks: Sequence[RunHooks],
@@ -155,6 +154,7 @@ class EngineLoop:
             devices = self.pool.device_env(launch.task_id)
             if devices:  # only tasks given GPUs pay for the copy
                 launch = dataclasses.replace(launch, device_env=devices)
+            self.machine.tasks[launch.task_id].executor = self.executor.name
             self.machine.started(launch.task_id)
             for hook in self.hooks:
                 hook.before_task(run=self.run_, launch=launch)
@@ -192,6 +192,9 @@ class EngineLoop:
                 info.finished_at = task.finished_at
                 info.inputs = dict(task.parameters)
                 info.outputs = dict(task.outputs.parameters)
+                info.executor = task.executor or None
+                info.worker = task.worker or None
+                info.log_uri = task.log_uri or None
                 if task.launch is not None:
                     info.log_path = str(task.launch.log_path)
                     info.resources = {k: v for k, v in vars(task.launch.resources).items() if v}

@@ -312,6 +312,8 @@ def _execution(run_id: str, snap: dict[str, Any]) -> ExecutionRecord:
         log_path=snap["log_path"],
         error=snap["error"],
         attempts=snap["attempts"],
+        executor=snap["executor"],
+        worker=snap["worker"],
     )
 
 
@@ -341,6 +343,8 @@ def _snapshot(task: TaskRun) -> dict[str, Any]:
         "started_at": task.started_at,
         "finished_at": task.finished_at,
         "log_path": str(launch.log_path) if launch is not None else "",
+        "executor": task.executor or None,
+        "worker": task.worker or None,
         "error": None if task.error is None else vars(task.error),
         "attempts": task.attempts,
     }

@@ -28,10 +28,22 @@ class TaskInfo:
     outputs: dict[str, Any] = field(default_factory=dict)
 
     resources: dict[str, Any] = field(default_factory=dict)
+    #: Which executor ran the task ("local", "dask"; None when it never ran, or was cached).
+    executor: str | None = None
+    #: Which of the executor's workers ran its latest attempt (a host, a Dask worker address).
+    worker: str | None = None
+    #: Where its log was stored when it ran elsewhere (a URI beside its outputs), else None.
+    log_uri: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The `tasks[]` entry of `headwater run --json`; a failed task's adds its `error`."""
-        entry: dict[str, Any] = {"name": self.name, "state": self.state, "cached": self.cached}
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "state": self.state,
+            "cached": self.cached,
+            "executor": self.executor,
+            "worker": self.worker,
+        }
         if self.state == "FAILED":
             entry["error"] = None if self.error is None else vars(self.error)
         return entry

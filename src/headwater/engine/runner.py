@@ -20,11 +20,9 @@ from headwater import config
 from headwater.caching.base import TaskCache
 from headwater.engine.hooks import RunHooks
 from headwater.engine.loop import EngineLoop
-from headwater.engine.resources import ResourcePool, detect_gpus, machine_cpus, machine_memory
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunContext, RunStateMachine
 from headwater.errors import (
-    EngineError,
     NotFoundError,
     ParameterError,
     StorageError,
@@ -67,17 +65,6 @@ def bind_arguments(ir: PipelineIR, arguments: Mapping[str, Any]) -> dict[str, An
                 f"pass it with --param {name}=VALUE"
             )
     return bound
-
-
-def default_parallelism(cpus: int) -> int:
-    """Most tasks at once when `--max-parallel` is not given: twice the CPUs.
-
-    A task that declares no CPU request is admitted by slot alone, and a task's life includes
-    process start, file I/O and exit, so two per core keeps both cores busy (measured: a 50-way
-    fan-out of trivial tasks runs 20% faster than with one per core). Tasks that declare CPU
-    are also bounded by the machine's CPU count (see `ResourcePool`).
-    """
-    return max(2, 2 * cpus)
 
 
 def _artifact_arguments(ir: PipelineIR, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,6 +139,8 @@ def run(
     hooks: Sequence[RunHooks] = (),
     install_packages: bool = False,
     strict_resources: bool = False,
+    scheduler: Any = None,
+    shared_fs: bool = False,
 ) -> Run:
     """Run a KFP pipeline to completion and return the finished `Run`.
 
@@ -159,7 +148,9 @@ def run(
         pipeline: A `@dsl.pipeline` object, or a path to a .py file or compiled IR.
         arguments: Pipeline parameters by name (and input artifacts as URIs).
         pipeline_name: Which pipeline of a .py file that defines several.
-        executor: "local" or an `Executor` instance (kept running after the run).
+        executor: An executor's name ("local", "dask", or one registered under the
+            `headwater.executors` entry point group), or an `Executor` instance (kept running
+            after the run).
         max_parallel: Most tasks at once (default: twice the CPU count).
         cache: How to find earlier results (default: by content in the metadata store).
         enable_cache: False runs every task even if the cache has it (`--no-cache`).
@@ -171,6 +162,10 @@ def run(
         install_packages: Install missing `packages_to_install` into cached environments.
         strict_resources: Fail a task that asks for more CPU, memory or accelerators than
             this machine has, instead of running it with what there is (after a warning).
+        scheduler: For `executor="dask"`: the scheduler's address or a `distributed.Client`
+            (default `$HEADWATER_DASK_SCHEDULER`, else a LocalCluster for the run).
+        shared_fs: For executors on other hosts: every worker sees the local pipeline root
+            at the same path (an NFS mount, say), so a local root is allowed.
 
     Returns:
         The finished run; `run.state` is "SUCCEEDED" or "FAILED".
@@ -178,9 +173,17 @@ def run(
     Raises:
         UserError: The pipeline, its arguments or a store setting is invalid (nothing ran).
     """
-    own = _local_executor() if executor == "local" else None
+    options = {
+        "scheduler": scheduler,
+        "shared_fs": shared_fs,
+        "install_packages": install_packages,
+    }
+    # The local executor starts first: its fork server warms up while the pipeline loads.
+    own = _create(executor, options) if executor == "local" else None
     try:
         ir = load_pipeline(pipeline, pipeline_name=pipeline_name)
+        if own is None and isinstance(executor, str):
+            own = _create(executor, options)
         return run_ir(
             ir,
             arguments or {},
@@ -199,11 +202,13 @@ def run(
             own.shutdown(kill=True)
 
 
-def _local_executor() -> Executor:
-    from headwater.executors.local import LocalExecutor
+def _create(executor: str | Executor, options: Mapping[str, Any]) -> Executor | None:
+    """The executor named `executor`, made for this run (None when given an instance)."""
+    if isinstance(executor, Executor):
+        return None
+    from headwater.executors.registry import create_executor
 
-    # Started first: the fork server warms up while the pipeline loads.
-    return LocalExecutor()
+    return create_executor(executor, **options)
 
 
 def open_metadata(metadata: MetadataStore | str | None) -> MetadataStore:
@@ -230,11 +235,52 @@ def run_ir(
     install_packages: bool = False,
     strict_resources: bool = False,
     run_id: str | None = None,
+    scheduler: Any = None,
+    shared_fs: bool = False,
 ) -> Run:
     """`run` for an already loaded pipeline.
 
     With `run_id`, resume that run, which the caller has claimed (`resume` does).
     """
+    own = _create(
+        executor,
+        {"scheduler": scheduler, "shared_fs": shared_fs, "install_packages": install_packages},
+    )
+    try:
+        return _run_ir(
+            ir,
+            arguments,
+            own or executor,  # type: ignore[arg-type]
+            max_parallel=max_parallel,
+            cache=cache,
+            enable_cache=enable_cache,
+            pipeline_root=pipeline_root,
+            metadata=metadata,
+            hooks=hooks,
+            install_packages=install_packages,
+            strict_resources=strict_resources,
+            run_id=run_id,
+        )
+    finally:
+        if own is not None:
+            own.shutdown(kill=True)
+
+
+def _run_ir(
+    ir: PipelineIR,
+    arguments: Mapping[str, Any],
+    backend: Executor,
+    *,
+    max_parallel: int | None,
+    cache: TaskCache | None,
+    enable_cache: bool,
+    pipeline_root: str | None,
+    metadata: MetadataStore | str | None,
+    hooks: Sequence[RunHooks],
+    install_packages: bool,
+    strict_resources: bool,
+    run_id: str | None,
+) -> Run:
     from headwater.artifacts import store_for
     from headwater.caching.resume import ResumeCache
     from headwater.caching.store import StoreTaskCache
@@ -243,12 +289,16 @@ def run_ir(
 
     bound = bind_arguments(ir, arguments)
     input_artifacts = _artifact_arguments(ir, arguments)
-    python_path = prepare_packages(ir, install=install_packages)
+    # Where tasks run elsewhere, their packages are resolved there (see the executor).
+    python_path = (
+        () if backend.resolves_packages else prepare_packages(ir, install=install_packages)
+    )
     if max_parallel is not None and max_parallel < 1:
         raise UserError(f"--max-parallel must be at least 1, got {max_parallel}")
     root = pipeline_root or config.pipeline_root()
     artifacts = store_for(root)
     artifacts.check()
+    backend.check_root(artifacts.root)
     _check_remote_inputs(artifacts, input_artifacts)
     resuming = run_id is not None
     run_id = run_id or str(uuid.uuid4())
@@ -275,38 +325,21 @@ def run_ir(
         created_at=context.create_time_utc,
         machine=machine,
     )
-    cpus = machine_cpus()
-    pool = ResourcePool(
-        slots=max_parallel or default_parallelism(cpus),
-        cpu=float(cpus),
-        memory=machine_memory(),
-        gpus=detect_gpus(),
-        strict=strict_resources,
-    )
-    if not isinstance(executor, Executor) and executor != "local":
-        raise UserError(f"unknown executor {executor!r} (known executors: local)")
+    pool = backend.admission(max_parallel=max_parallel, strict=strict_resources)
     task_cache: TaskCache = cache or StoreTaskCache(store, artifacts)
     if resuming:
         task_cache = ResumeCache(store, artifacts, run_id, task_cache)
-    own = None if isinstance(executor, Executor) else _local_executor()
-    backend = executor if isinstance(executor, Executor) else own
-    if backend is None:
-        raise EngineError(f"no executor to run with (got {executor!r})")
-    try:
-        loop = EngineLoop(
-            machine,
-            backend,
-            pool,
-            task_cache,
-            enable_cache,
-            [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming, hooks=hooks), *hooks],
-            result,
-            resume=resuming,
-        )
-        loop.run()
-    finally:
-        if own is not None:
-            own.shutdown(kill=True)
+    loop = EngineLoop(
+        machine,
+        backend,
+        pool,
+        task_cache,
+        enable_cache,
+        [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming, hooks=hooks), *hooks],
+        result,
+        resume=resuming,
+    )
+    loop.run()
     return result
 
 
@@ -335,6 +368,8 @@ def resume(
     hooks: Sequence[RunHooks] = (),
     install_packages: bool = False,
     strict_resources: bool = False,
+    scheduler: Any = None,
+    shared_fs: bool = False,
 ) -> Run:
     """Complete a failed or interrupted run, reusing every task that succeeded in it.
 
@@ -370,6 +405,8 @@ def resume(
             install_packages=install_packages,
             strict_resources=strict_resources,
             run_id=record.run_id,
+            scheduler=scheduler,
+            shared_fs=shared_fs,
         )
     except BaseException:
         # Stopped before the engine recorded an end (bad setup, Ctrl-C): give the run back,

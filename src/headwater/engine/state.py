@@ -129,6 +129,10 @@ class RunStateMachine:
     def finish(self, result: TaskResult) -> None:
         """Record how an attempt ended; retry, complete or fail the task and move on."""
         task = self.tasks[result.task_id]
+        if result.worker:
+            task.worker = result.worker
+        if result.log_uri:
+            task.log_uri = result.log_uri
         if result.ok:
             task.cached = result.cached
             task.cached_from = result.cached_from

@@ -112,6 +112,11 @@ class TaskRun:
     fingerprint: str = ""
     started_at: float | None = None
     finished_at: float | None = None
+    #: Which executor ran the latest attempt, and which of its workers ('' until known).
+    executor: str = ""
+    worker: str = ""
+    #: Where the latest attempt's log went when not at its launch's `log_path` (a URI).
+    log_uri: str = ""
 
     @property
     def is_executor(self) -> bool:

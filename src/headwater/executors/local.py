@@ -11,11 +11,13 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from traceback import format_exception
 from typing import IO, Any
 
@@ -53,7 +55,10 @@ class LocalExecutor(Executor):
     background as soon as the executor is made, while the engine is still loading the pipeline.
     """
 
+    name = "local"
+
     def __init__(self) -> None:
+        self._host = socket.gethostname()
         self._base_env = dict(os.environ)
         env = {**os.environ, "_KFP_RUNTIME": "true"}
         self._server = subprocess.Popen(
@@ -203,9 +208,11 @@ class LocalExecutor(Executor):
                     continue  # a task cancelled earlier
                 if "error" in event:
                     error = _task_error(launch, event["error"], None)
-                    results.append(TaskResult(launch.task_id, error=error))
+                    result = TaskResult(launch.task_id, error=error)
                 else:
-                    results.append(self._result(launch, event["id"], event["exit"]))
+                    result = self._result(launch, event["id"], event["exit"])
+                result.worker = self._host
+                results.append(result)
 
     def _result(self, launch: Launch, submission: int, exitcode: int) -> TaskResult:
         if exitcode == 0:
@@ -233,16 +240,21 @@ class LocalExecutor(Executor):
         """Attempts in flight."""
         return len(self._launches)
 
-    def cancel(self) -> None:
-        """Terminate every running task and what it started.
+    def cancel(self, task_ids: Collection[int] | None = None) -> None:
+        """Terminate every running task (or those of `task_ids`) and what it started.
 
         SIGTERM to each task's process group first; a group still alive after a grace period
         gets SIGKILL. What a task started outside its group is killed by the fork server as
-        soon as the task has ended (see `forkserver`).
+        soon as the task has ended (see `forkserver`). Cancelled tasks are never reported.
         """
+        chosen = {
+            s
+            for s, launch in self._launches.items()
+            if task_ids is None or launch.task_id in task_ids
+        }
         # Pids reported but not read yet belong to tasks that must be stopped too.
         deadline = time.monotonic() + 1.0
-        while len(self._pids) < len(self._launches) and time.monotonic() < deadline:
+        while any(s not in self._pids for s in chosen) and time.monotonic() < deadline:
             try:
                 event = self._events.get(timeout=0.05)
             except queue.Empty:
@@ -250,8 +262,12 @@ class LocalExecutor(Executor):
             if "pid" in event and event["id"] in self._launches:
                 self._pids[event["id"]] = event["pid"]
             elif "exit" in event or "error" in event:
-                self._launches.pop(event["id"], None)
-        groups = list(self._pids.values())
+                if event["id"] in chosen or event["id"] not in self._launches:
+                    self._launches.pop(event["id"], None)
+                else:
+                    self._events.put(event)  # another task's end: reported by `wait`
+                    time.sleep(0.01)
+        groups = [self._pids[s] for s in chosen if s in self._pids]
         for pid in groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGTERM)
@@ -263,8 +279,9 @@ class LocalExecutor(Executor):
         for pid in groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-        self._launches.clear()
-        self._pids.clear()
+        for submission in chosen:
+            self._launches.pop(submission, None)
+            self._pids.pop(submission, None)
 
     def shutdown(self, *, kill: bool = False) -> None:
         """Stop the fork server; with `kill`, terminate running tasks first."""

@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -110,11 +111,43 @@ def prepare_packages(ir: PipelineIR, *, install: bool) -> tuple[str, ...]:
             f"(pip install {' '.join(shlex.quote(r) for r in reqs)}) or run with "
             "--install-packages"
         )
+    return (str(_environment(reqs)),)
+
+
+def python_path_for(container: dict[str, Any], *, install: bool) -> tuple[str, ...]:
+    """One task's `packages_to_install`, resolved where it runs (a Dask worker, say).
+
+    Returns:
+        Directories to put first on the task's `sys.path` ((), when nothing is missing).
+
+    Raises:
+        MissingPackagesError: Packages are missing here and `install` is False.
+    """
+    reqs = sorted(missing(requirements(container)))
+    if not reqs:
+        return ()
+    if not install:
+        raise MissingPackagesError(
+            f"packages_to_install not installed here: {', '.join(reqs)}. Install them "
+            f"(pip install {' '.join(shlex.quote(r) for r in reqs)}) or run with "
+            "--install-packages"
+        )
+    return (str(_environment(reqs)),)
+
+
+def _environment(reqs: list[str]) -> Path:
+    """The directory holding `reqs`, installed once per requirement set (and per host)."""
     digest = hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:16]
     target = config.envs_dir() / digest
-    if not (target / ".complete").exists():
-        _install(reqs, target)
-    return (str(target),)
+    if (target / ".complete").exists():
+        return target
+    with _INSTALLING:  # two tasks of one worker needing the same set: install it once
+        if not (target / ".complete").exists():
+            _install(reqs, target)
+    return target
+
+
+_INSTALLING = threading.Lock()
 
 
 def _install(reqs: list[str], target: Path) -> None:

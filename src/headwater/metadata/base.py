@@ -70,6 +70,9 @@ class ExecutionRecord:
     log_path: str = ""
     error: dict[str, Any] | None = None
     attempts: int = 0
+    #: Which executor ran it ("local", "dask") and which worker; None when it did not run.
+    executor: str | None = None
+    worker: str | None = None
 
 
 @dataclass

@@ -129,6 +129,8 @@ def execution_record(row: Row[Any]) -> ExecutionRecord:
         log_path=row.log_path,
         error=row.error,
         attempts=row.attempts,
+        executor=row.executor,
+        worker=row.worker,
     )
 
 

@@ -90,6 +90,9 @@ EXECUTIONS = Table(
     Column("log_path", String, nullable=False),
     Column("error", Json),
     Column("attempts", Integer, nullable=False),
+    # Which executor ran the task and which of its workers (NULL: cached, or never ran).
+    Column("executor", String),
+    Column("worker", String),
     UniqueConstraint("run_id", "task"),
 )
 

@@ -372,6 +372,8 @@ class SqlMetadataStore(MetadataStore):
             "log_path": execution.log_path,
             "error": execution.error,
             "attempts": execution.attempts,
+            "executor": execution.executor,
+            "worker": execution.worker,
         }
 
         def write(conn: Connection) -> int:
@@ -728,7 +730,8 @@ _CLAIMABLE = ("FAILED", "INTERRUPTED")
 _RUN_EXISTS = select(RUNS.c.run_id).where(RUNS.c.run_id == bindparam("run_id"))
 _EXECUTION_FIELDS = (
     "component", "parent_dag", "iteration", "state", "inputs", "outputs", "cache_key",
-    "cached_from", "started_at", "finished_at", "log_path", "error", "attempts",
+    "cached_from", "started_at", "finished_at", "log_path", "error", "attempts", "executor",
+    "worker",
 )  # fmt: skip
 _UPDATE_EXECUTION = (
     update(EXECUTIONS)

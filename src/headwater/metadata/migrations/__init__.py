@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
 #: The newest revision; a test checks it is the head of `versions/`.
-HEAD = "0002_artifact_signature"
+HEAD = "0003_execution_worker"
 
 _HERE = Path(__file__).resolve().parent
 # pg_advisory_lock key: any constant shared by every Headwater process ("hwmd" in ASCII).

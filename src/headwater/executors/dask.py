@@ -1,0 +1,506 @@
+"""`DaskExecutor`: every task on a Dask cluster, local or remote, with no shared filesystem.
+
+Each attempt is one Dask task, `dask_worker.run_attempt`, which runs the KFP task as its own
+process forked from the worker's warm fork server and returns its outcome in-band. Artifacts
+travel through the pipeline root (an `s3://` or `gs://` root, or a local one that every worker
+sees: workers on this host, or `--shared-fs`); each attempt's log is stored beside the task's
+outputs and copied to the run's folder here, so `headwater logs` works as with the local
+executor.
+
+Resources: a task's CPU, memory and accelerator requests become the Dask worker resources
+`CPU`, `MEMORY` (bytes) and `GPU` when some worker advertises them
+(`dask worker ADDRESS --resources "GPU=1,CPU=8,MEMORY=32e9"`); without advertised `CPU` or
+`MEMORY`, a request is checked against each worker's threads and memory limit. A request that
+no worker can ever meet fails at once, never waits in Dask's queue. A task asking for
+accelerators on a cluster where no worker advertises any runs without them, after a warning,
+as on one machine (`--strict-resources` refuses it).
+
+Faults: a worker that dies mid-task fails that attempt as retryable, so the task's own retry
+policy decides. That needs the scheduler not to re-run the task itself: the LocalCluster made
+here sets `distributed.scheduler.allowed-failures` to 0; start your own scheduler with
+`DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0`. A scheduler lost mid-run fails the run
+within seconds (resume it on another cluster with `headwater run --resume`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from headwater.artifacts import is_remote_uri
+from headwater.errors import EngineError, ResourceError, UserError
+from headwater.executors.base import Executor
+from headwater.task import Launch, TaskError, TaskResult
+
+#: The environment variable naming the scheduler when `--scheduler` is not given.
+SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
+#: Seconds to reach a scheduler before giving up (the unreachable-scheduler line).
+CONNECT_TIMEOUT_S = 5.0
+#: Seconds to wait for a first worker on a scheduler that has none yet.
+WORKER_TIMEOUT_S = float(os.environ.get("HEADWATER_DASK_WORKER_TIMEOUT", "60"))
+#: How long worker information is trusted before it is asked for again.
+_INFO_TTL_S = 1.0
+_MISSING_EXTRA = (
+    "the dask executor needs Dask's distributed scheduler, which is not installed here: "
+    "pip install 'headwater[dask]'"
+)
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError as exc:
+        raise UserError(_MISSING_EXTRA) from exc
+    return distributed
+
+
+class DaskExecutor(Executor):
+    """Run each attempt on a Dask cluster: at `scheduler`, or a LocalCluster made for the run.
+
+    Args:
+        scheduler: The scheduler's address (`tcp://host:8786`), a `distributed.Client`, or
+            None for `$HEADWATER_DASK_SCHEDULER`, else a LocalCluster sized to this machine
+            (a LocalCUDACluster, one worker per GPU, when GPUs and dask-cuda are there).
+        shared_fs: Every worker sees a local pipeline root at the same path (NFS, say).
+        install_packages: Install missing `packages_to_install` on the workers.
+    """
+
+    name = "dask"
+    resolves_packages = True
+
+    def __init__(
+        self,
+        scheduler: Any = None,
+        *,
+        shared_fs: bool = False,
+        install_packages: bool = False,
+        **_: Any,
+    ) -> None:
+        distributed = _distributed()
+        self._shared_fs = shared_fs
+        self._install = install_packages
+        self._cluster: Any = None
+        self._own_client = True
+        self._key = uuid.uuid4().hex[:12]
+        address = scheduler if scheduler is not None else os.environ.get(SCHEDULER_ENV) or None
+        if isinstance(address, distributed.Client):
+            self._client: Any = address
+            self._own_client = False
+        elif address:
+            self._client = _connect(distributed, str(address))
+        else:
+            self._cluster = _local_cluster()
+            self._client = distributed.Client(self._cluster)
+        try:
+            self.address = str(self._client.scheduler.address)
+            self.dashboard = self._client.dashboard_link
+            self._wait_for_workers()
+            from headwater.executors.dask_worker import HeadwaterPlugin
+
+            self._client.register_plugin(HeadwaterPlugin(), name="headwater")
+        except BaseException:
+            self.shutdown()
+            raise
+        self._futures: dict[str, tuple[Launch, Any]] = {}
+        self._done: queue.Queue[Any] = queue.Queue()
+        self._resources: dict[int, dict[str, float]] = {}
+        self._info: dict[str, Any] = {}
+        self._info_at = 0.0
+        self._stores: dict[str, Any] = {}
+
+    # --- what the engine asks before a run ----------------------------------------------------
+
+    def describe(self) -> str:
+        """One line: where tasks run (the cluster and its dashboard)."""
+        workers = self._workers()
+        kind = "a local Dask cluster" if self._cluster is not None else "the Dask cluster"
+        threads = sum(int(w.get("nthreads") or 0) for w in workers.values())
+        return (
+            f"running on {kind} at {self.address} ({len(workers)} workers, {threads} threads); "
+            f"dashboard: {self.dashboard}"
+        )
+
+    def check_root(self, root: str) -> None:
+        """Refuse a local root when a worker is on another host (unless `shared_fs`)."""
+        if is_remote_uri(root) or self._shared_fs:
+            return
+        local = _local_addresses()
+        away = sorted(
+            {
+                str(w.get("host") or "")
+                for w in self._workers().values()
+                if str(w.get("host") or "") not in local
+            }
+        )
+        if away:
+            raise UserError(
+                f"pipeline root {root!r} is on this machine, but Dask workers run on "
+                f"{', '.join(away)}, which cannot see it: use an s3:// or gs:// root "
+                "(--pipeline-root), or pass --shared-fs if every worker mounts it at that path"
+            )
+
+    def admission(self, *, max_parallel: int | None, strict: bool) -> DaskAdmission:
+        """Admission by the cluster's workers: their resources, and `--max-parallel` if set."""
+        return DaskAdmission(self, max_parallel=max_parallel, strict=strict)
+
+    # --- running ------------------------------------------------------------------------------
+
+    def submit(self, launch: Launch) -> None:
+        """Hand the attempt to the scheduler; it starts when a worker has room for it."""
+        from headwater.executors.dask_worker import run_attempt
+
+        resources = self._resources.pop(launch.task_id, None) or None
+        log_uri = (
+            f"{launch.task_root}/log-attempt-{launch.attempt}.txt" if launch.task_root else None
+        )
+        key = f"{_dask_name(launch.name)}-{uuid.uuid4().hex[:12]}"
+        future = self._client.submit(
+            run_attempt,
+            launch,
+            self._key,
+            log_uri,
+            self._install,
+            key=key,
+            pure=False,
+            resources=resources,
+            retries=0,
+        )
+        self._futures[key] = (launch, future)
+        future.add_done_callback(self._done.put)
+
+    def wait(self, timeout: float | None) -> list[TaskResult]:
+        """Results of the attempts that ended within `timeout` seconds."""
+        if not self._futures:
+            return []
+        results: list[TaskResult] = []
+        block = True
+        while True:
+            try:
+                future = self._done.get(block=block, timeout=timeout if block else None)
+            except queue.Empty:
+                break
+            block = False
+            entry = self._futures.pop(future.key, None)
+            if entry is None:
+                continue  # cancelled earlier
+            results.append(self._outcome(entry[0], future))
+        if not results:
+            self._check_scheduler()
+        return results
+
+    def _outcome(self, launch: Launch, future: Any) -> TaskResult:
+        status = future.status
+        if status == "finished":
+            try:
+                result: TaskResult = future.result(timeout=30)
+            except Exception as exc:  # the result could not be fetched from the worker
+                self._check_scheduler()
+                return _failed(launch, "WorkerLost", f"its result was lost: {exc}")
+            self._fetch_log(launch, result)
+            result.task_id = launch.task_id
+            return result
+        if status == "cancelled":
+            self._check_scheduler()
+            return _failed(launch, "Cancelled", "Dask cancelled the task")
+        error = future.exception(timeout=30)
+        from distributed.scheduler import KilledWorker
+
+        if isinstance(error, KilledWorker):
+            why = "the Dask worker running it died (killed, or out of memory)"
+            return _failed(launch, "WorkerLost", f"{why}: {error}")
+        # `run_attempt` itself failed on the worker: Headwater missing there, a broken worker.
+        return _failed(
+            launch,
+            type(error).__name__,
+            f"the Dask worker could not run it: {error}",
+            retryable=False,
+        )
+
+    def _fetch_log(self, launch: Launch, result: TaskResult) -> None:
+        """Append the attempt's stored log to the run's copy here, where `headwater logs` looks."""
+        if not result.log_uri:
+            return
+        try:
+            store = self._store(launch.placeholders.pipeline_root)
+            with tempfile.TemporaryDirectory(prefix="headwater-log-") as tmp:
+                local = os.path.join(tmp, "log.txt")
+                store.download(result.log_uri, local)
+                launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(local, "rb") as src, open(launch.log_path, "ab") as dst:
+                    while chunk := src.read(1 << 20):
+                        dst.write(chunk)
+        except Exception as exc:  # the log is a convenience; the result stands without it
+            print(
+                f"headwater: warning: could not copy the log of {launch.name!r} from "
+                f"{result.log_uri}: {exc}",
+                file=sys.stderr,
+            )
+
+    def _store(self, root: str) -> Any:
+        store = self._stores.get(root)
+        if store is None:
+            from headwater.artifacts import store_for
+
+            store = self._stores[root] = store_for(root)
+        return store
+
+    def _check_scheduler(self) -> None:
+        """Raise when the scheduler is gone: the run cannot go on (it can be resumed)."""
+        status = str(getattr(self._client, "status", "running"))
+        if status in ("running", "newly-created"):
+            return
+        raise EngineError(
+            f"lost the Dask scheduler at {self.address} (client {status}): the run stops here; "
+            "resume it on a running cluster with headwater run --resume RUN_ID --executor dask"
+        )
+
+    def running(self) -> int:
+        """Attempts submitted and not yet reported."""
+        return len(self._futures)
+
+    def cancel(self) -> None:
+        """Cancel every attempt in flight and stop their task processes on the workers."""
+        if not self._futures:
+            return
+        futures = [f for _, f in self._futures.values()]
+        self._futures.clear()
+        with contextlib.suppress(Exception):
+            self._client.cancel(futures, force=True)
+        from headwater.executors.dask_worker import cancel_run
+
+        with contextlib.suppress(Exception):
+            self._client.run(cancel_run, self._key, on_error="ignore")
+
+    def shutdown(self, *, kill: bool = False) -> None:
+        """Close the client (and the LocalCluster made for the run)."""
+        if kill:
+            with contextlib.suppress(Exception):
+                self.cancel()
+        if self._own_client:
+            with contextlib.suppress(Exception):
+                self._client.close(timeout=5)
+        if self._cluster is not None:
+            with contextlib.suppress(Exception):
+                self._cluster.close(timeout=10)
+            self._cluster = None
+
+    # --- the cluster's workers ----------------------------------------------------------------
+
+    def _workers(self) -> dict[str, dict[str, Any]]:
+        now = time.monotonic()
+        if now - self._info_at > _INFO_TTL_S or not self._info:
+            try:
+                info = self._client.scheduler_info(n_workers=-1)
+            except Exception:
+                self._check_scheduler()
+                raise
+            self._info = dict(info.get("workers") or {})
+            self._info_at = now
+        return self._info
+
+    def _wait_for_workers(self) -> None:
+        try:
+            self._client.wait_for_workers(1, timeout=WORKER_TIMEOUT_S)
+        except (TimeoutError, OSError) as exc:
+            raise UserError(
+                f"the Dask scheduler at {self.address} has no workers after "
+                f"{WORKER_TIMEOUT_S:g} s: start some (dask worker {self.address}), or set "
+                "HEADWATER_DASK_WORKER_TIMEOUT to wait longer"
+            ) from exc
+
+    def resources_for(self, launch: Launch, *, strict: bool) -> tuple[dict[str, float], str | None]:
+        """The Dask resources `launch` asks of a worker, and a warning to show (or None).
+
+        Raises:
+            ResourceError: No worker can ever meet the request (or, with `strict`, a task
+                asks for accelerators and no worker has any).
+        """
+        req = launch.resources
+        workers = self._workers()
+        offered: dict[str, float] = {}
+        for w in workers.values():
+            for name, amount in (w.get("resources") or {}).items():
+                offered[name] = max(offered.get(name, 0.0), float(amount))
+        threads = max((float(w.get("nthreads") or 0) for w in workers.values()), default=0.0)
+        memory = max((float(w.get("memory_limit") or 0) for w in workers.values()), default=0.0)
+        wanted: dict[str, float] = {}
+        short: list[str] = []
+        if req.cpu:
+            if "CPU" in offered:
+                wanted["CPU"] = req.cpu
+                if req.cpu > offered["CPU"]:
+                    short.append(
+                        f"{req.cpu:g} CPUs (the largest worker offers CPU={offered['CPU']:g})"
+                    )
+            elif req.cpu > threads:
+                short.append(f"{req.cpu:g} CPUs (the largest worker has {threads:g} threads)")
+        if req.memory:
+            if "MEMORY" in offered:
+                wanted["MEMORY"] = req.memory
+                if req.memory > offered["MEMORY"]:
+                    short.append(
+                        f"{_gib(req.memory)} of memory (the largest worker offers "
+                        f"MEMORY={_gib(offered['MEMORY'])})"
+                    )
+            elif memory and req.memory > memory:
+                short.append(
+                    f"{_gib(req.memory)} of memory (the largest worker's limit is {_gib(memory)})"
+                )
+        warning = None
+        if req.accelerators:
+            kind = req.accelerator_type or "GPU"
+            if offered.get("GPU", 0.0) > 0:
+                wanted["GPU"] = float(req.accelerators)
+                if req.accelerators > offered["GPU"]:
+                    short.append(
+                        f"{req.accelerators} accelerator(s) of type {kind!r} (the largest "
+                        f"worker offers GPU={offered['GPU']:g})"
+                    )
+            elif strict:
+                raise ResourceError(
+                    f"task {launch.name!r} requests {req.accelerators} accelerator(s) of type "
+                    f"{kind!r} but no Dask worker advertises any: start workers with "
+                    '--resources "GPU=1", or run without --strict-resources'
+                )
+            else:
+                warning = (
+                    f"task {launch.name!r} requests {req.accelerators} accelerator(s) of type "
+                    f"{kind!r} but no Dask worker advertises any (GPU): running it without "
+                    "(--strict-resources refuses it)"
+                )
+        if short:
+            raise ResourceError(
+                f"task {launch.name!r} requests {', '.join(short)}: no worker of the Dask "
+                f"cluster at {self.address} can run it; add a larger worker, or lower the request"
+            )
+        return wanted, warning
+
+    def remember(self, task_id: int, resources: Mapping[str, float]) -> None:
+        """Keep what `check` decided for the attempt that `submit` sends next."""
+        self._resources[task_id] = dict(resources)
+
+
+class DaskAdmission:
+    """Admits tasks to a Dask cluster: the workers' resources decide, Dask queues the rest.
+
+    Every admitted task is submitted at once (Dask's scheduler runs it when a worker has a
+    thread and the resources free); only `--max-parallel`, when given, holds tasks back here.
+    """
+
+    def __init__(self, executor: DaskExecutor, *, max_parallel: int | None, strict: bool):
+        self._executor = executor
+        self._slots = max_parallel
+        self._strict = strict
+        self._held: set[int] = set()
+        self._warned: set[str] = set()
+
+    def check(self, launch: Launch) -> str | None:
+        resources, warning = self._executor.resources_for(launch, strict=self._strict)
+        self._executor.remember(launch.task_id, resources)
+        if warning is None or launch.name in self._warned:
+            return None
+        self._warned.add(launch.name)
+        return warning
+
+    def try_acquire(self, launch: Launch) -> bool:
+        if self._slots is not None and len(self._held) >= self._slots:
+            return False
+        self._held.add(launch.task_id)
+        return True
+
+    def device_env(self, task_id: int) -> dict[str, str]:
+        return {}  # a worker shows its tasks its own GPUs (a LocalCUDACluster sets each's)
+
+    def release(self, task_id: int) -> None:
+        self._held.discard(task_id)
+
+
+def _failed(launch: Launch, kind: str, message: str, *, retryable: bool = True) -> TaskResult:
+    error = TaskError(launch.name, kind, message, log_path=str(launch.log_path))
+    return TaskResult(launch.task_id, error=error, retryable=retryable)
+
+
+def _connect(distributed: Any, address: str) -> Any:
+    """A client of the scheduler at `address`, or one line saying why there is none."""
+    try:
+        client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(
+            f"cannot reach the Dask scheduler at {address} within {CONNECT_TIMEOUT_S:g} s "
+            f"({why}): start one (dask scheduler) or fix --scheduler / ${SCHEDULER_ENV}"
+        ) from exc
+    return client
+
+
+def _local_cluster() -> Any:
+    """A LocalCluster sized to this machine; a LocalCUDACluster when it has GPUs and dask-cuda.
+
+    Worker processes, each advertising its share of the machine as `CPU` and `MEMORY` (and
+    `GPU` on a CUDA cluster), with two threads per core between them, as the local executor
+    admits two tasks per core. Tasks of a worker that dies are not re-run by Dask: the task's
+    retry policy decides.
+    """
+    import dask
+
+    from headwater.engine.resources import detect_gpus, machine_cpus, machine_memory
+
+    dask.config.set({"distributed.scheduler.allowed-failures": 0})
+    cpus = machine_cpus()
+    gpus = detect_gpus()
+    memory = machine_memory()
+    if gpus:
+        with contextlib.suppress(ImportError):
+            from dask_cuda import LocalCUDACluster
+
+            per = cpus / len(gpus)
+            return LocalCUDACluster(
+                CUDA_VISIBLE_DEVICES=",".join(gpus),
+                threads_per_worker=max(1, int(2 * per)),
+                resources={"GPU": 1, "CPU": per, "MEMORY": memory / len(gpus)},
+                dashboard_address=":0",
+                silence_logs=50,
+            )
+    workers = max(1, cpus // 4)
+    from distributed import LocalCluster
+
+    return LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=workers,
+        threads_per_worker=max(1, 2 * cpus // workers),
+        processes=True,
+        resources={"CPU": cpus / workers, "MEMORY": memory / workers},
+        dashboard_address=":0",
+        silence_logs=50,
+    )
+
+
+def _local_addresses() -> set[str]:
+    """The names and addresses by which a worker on this machine may be known."""
+    names = {"127.0.0.1", "localhost", "::1", socket.gethostname(), socket.getfqdn()}
+    with contextlib.suppress(OSError):
+        for info in socket.getaddrinfo(socket.gethostname(), None):
+            names.add(str(info[4][0]))
+    with contextlib.suppress(Exception):
+        import psutil
+
+        for addresses in psutil.net_if_addrs().values():
+            names.update(a.address.split("%")[0] for a in addresses)
+    return names
+
+
+def _dask_name(name: str) -> str:
+    """A task name as a Dask key prefix (the dashboard groups tasks by it)."""
+    return "hw-" + (re.sub(r"[^A-Za-z0-9_.]+", "_", name)[:60] or "task")
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:.1f} GiB"

@@ -1,0 +1,258 @@
+"""The worker side of `DaskExecutor`: a warm fork server on each Dask worker, a task per fork.
+
+A Dask task of Headwater's is `run_attempt(launch, ...)`: it runs one attempt of one KFP task
+as its own process, forked from the worker's fork server (the same one `LocalExecutor` uses,
+kept warm by `HeadwaterPlugin`), and returns the attempt's outcome in-band as a `TaskResult`:
+outputs (parameter values, artifact URIs), or a structured error; and where its log went.
+Nothing of it is left on the worker's disk: the task runs in the worker's scratch space, its
+artifacts go to the pipeline root and its log beside its outputs there.
+
+This module is imported on workers (which have Headwater and `distributed` installed) and by
+`DaskExecutor`; nothing else imports it, so `distributed` stays optional.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import os
+import shutil
+import threading
+from collections import defaultdict
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+from distributed import WorkerPlugin
+
+from headwater.errors import HeadwaterError, HeadwaterSystemError
+from headwater.task import Launch, TaskError, TaskResult
+
+#: The name the plugin is registered under on every worker.
+PLUGIN = "headwater"
+
+T = TypeVar("T")
+
+
+class TaskHost:
+    """One fork server on this worker, shared by the worker's threads.
+
+    Each Dask thread that runs a task blocks in `run` until its task process ended; a pump
+    thread reads the fork server's reports and hands each result to its waiting thread.
+    """
+
+    def __init__(self) -> None:
+        from headwater.executors.local import LocalExecutor
+
+        self._executor = LocalExecutor()
+        self._lock = threading.Lock()
+        self._waiting: dict[int, Future[TaskResult]] = {}
+        self._runs: defaultdict[str, set[int]] = defaultdict(set)
+        self._ids = itertools.count(1)
+        self._wake = threading.Event()
+        self._closed = False
+        self._pump_thread = threading.Thread(target=self._pump, name="headwater-host", daemon=True)
+        self._pump_thread.start()
+
+    def run(self, launch: Launch, run_key: str) -> TaskResult:
+        """Run one attempt to its end and return its result (`launch.task_id` kept)."""
+        number = next(self._ids)
+        waiter: Future[TaskResult] = Future()
+        with self._lock:
+            if self._closed:
+                raise HeadwaterSystemError("the worker is closing; the attempt did not start")
+            self._waiting[number] = waiter
+            self._runs[run_key].add(number)
+            self._executor.submit(dataclasses.replace(launch, task_id=number))
+        self._wake.set()
+        try:
+            result = waiter.result()
+        finally:
+            with self._lock:
+                self._waiting.pop(number, None)
+                self._runs[run_key].discard(number)
+                if not self._runs[run_key]:
+                    self._runs.pop(run_key, None)
+        result.task_id = launch.task_id
+        return result
+
+    def _pump(self) -> None:
+        while not self._closed:
+            if self._executor.running() == 0:
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            try:
+                results = self._executor.wait(0.5)
+            except HeadwaterSystemError as exc:  # the fork server died: every waiter fails
+                self._fail_all(str(exc))
+                return
+            for result in results:
+                with self._lock:
+                    waiter = self._waiting.get(result.task_id)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(result)
+
+    def _fail_all(self, why: str) -> None:
+        with self._lock:
+            waiters = list(self._waiting.items())
+        for number, waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(TaskResult(number, error=TaskError("", "WorkerError", why)))
+
+    def cancel(self, run_key: str) -> int:
+        """Stop every task process of `run_key` on this worker; return how many there were."""
+        with self._lock:
+            numbers = set(self._runs.pop(run_key, ()))
+            waiters = [(n, self._waiting.get(n)) for n in numbers]
+        if numbers:
+            self._executor.cancel(numbers)
+        for number, waiter in waiters:
+            if waiter is not None and not waiter.done():
+                error = TaskError("", "Interrupted", "the engine cancelled the task")
+                waiter.set_result(TaskResult(number, error=error))
+        return len(numbers)
+
+    def close(self) -> None:
+        """Stop the fork server and every task still running."""
+        with self._lock:
+            self._closed = True
+        self._fail_all("the Dask worker is shutting down")
+        self._executor.shutdown(kill=True)
+
+
+class HeadwaterPlugin(WorkerPlugin):
+    """A Dask worker plugin that keeps a warm fork server on each worker.
+
+    Registered by the engine (`Client.register_plugin`), on the workers there and on any that
+    join later. Workers need Headwater installed (`pip install 'headwater[dask]'`).
+    """
+
+    name = PLUGIN
+    idempotent = True  # registered again by each engine: keep the first, and its warm server
+
+    def __init__(self) -> None:
+        self.host: TaskHost | None = None
+        self._lock = threading.Lock()
+
+    def setup(self, worker: Any) -> None:
+        self.get_host()
+
+    def teardown(self, worker: Any) -> None:
+        if self.host is not None:
+            self.host.close()
+
+    def get_host(self) -> TaskHost:
+        with self._lock:
+            if self.host is None:
+                self.host = TaskHost()
+            return self.host
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # what travels to workers: nothing but the class
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+def _plugin(worker: Any) -> HeadwaterPlugin:
+    plugin = worker.plugins.get(PLUGIN)
+    if not isinstance(plugin, HeadwaterPlugin):  # not registered yet on this worker: be it
+        plugin = HeadwaterPlugin()
+        worker.plugins[PLUGIN] = plugin
+    return plugin
+
+
+def run_attempt(
+    launch: Launch, run_key: str, log_uri: str | None, install_packages: bool
+) -> TaskResult:
+    """Run one attempt on this worker; the Dask task of `DaskExecutor`.
+
+    The attempt runs in this worker's scratch space (its `local_directory`), its
+    `packages_to_install` are resolved in this worker's environment, and its log is stored at
+    `log_uri` (beside its outputs under the pipeline root) once it ended.
+    """
+    from distributed import get_worker
+
+    worker = get_worker()
+    scratch = Path(worker.local_directory) / "headwater" / run_key / launch.workdir.name
+    local = relocate(launch, scratch)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(local.log_path)
+    try:
+        result = _run_here(worker, local, run_key, install_packages)
+        result.worker = worker.address
+        if log_uri and os.path.exists(local.log_path):
+            _store_log(launch, str(local.log_path), log_uri)
+            result.log_uri = log_uri
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if result.error is not None:
+        result.error.task = launch.name
+        result.error.log_path = str(launch.log_path)
+    return result
+
+
+def _run_here(worker: Any, launch: Launch, run_key: str, install: bool) -> TaskResult:
+    try:
+        python_path = _packages(launch, install)
+    except HeadwaterError as exc:
+        error = TaskError(launch.name, type(exc).__name__, f"on {worker.address}: {exc}")
+        return TaskResult(launch.task_id, error=error, retryable=False)
+    if python_path:
+        launch = dataclasses.replace(launch, python_path=python_path)
+    return _plugin(worker).get_host().run(launch, run_key)
+
+
+def _packages(launch: Launch, install: bool) -> tuple[str, ...]:
+    from headwater.executors.packages import python_path_for
+
+    return python_path_for(launch.container, install=install)
+
+
+def _store_log(launch: Launch, local: str, uri: str) -> None:
+    from headwater.artifacts import store_for
+
+    store_for(launch.placeholders.pipeline_root).upload(local, uri)
+
+
+def cancel_run(run_key: str) -> int:
+    """Stop this worker's task processes of `run_key` (run through `Client.run`)."""
+    from distributed import get_worker
+
+    plugin = get_worker().plugins.get(PLUGIN)
+    if not isinstance(plugin, HeadwaterPlugin) or plugin.host is None:
+        return 0
+    return plugin.host.cancel(run_key)
+
+
+def relocate(launch: Launch, workdir: Path) -> Launch:
+    """`launch` with its task directory moved to `workdir`, wherever the old one appears."""
+    old = str(launch.workdir)
+    return _swap(launch, old, str(workdir))
+
+
+def _swap(value: T, old: str, new: str) -> T:
+    """`value` with every path under `old` moved under `new` (dataclasses, dicts, lists...)."""
+    result: Any = value
+    if isinstance(value, str):
+        if value == old or value.startswith(old + "/"):
+            result = new + value[len(old) :]
+    elif isinstance(value, Path):
+        moved = _swap(str(value), old, new)
+        result = Path(moved) if moved != str(value) else value
+    elif isinstance(value, dict):
+        result = {k: _swap(v, old, new) for k, v in value.items()}
+    elif isinstance(value, list):
+        result = [_swap(v, old, new) for v in value]
+    elif isinstance(value, tuple) and not hasattr(value, "_fields"):
+        result = tuple(_swap(v, old, new) for v in value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {
+            f.name: _swap(getattr(value, f.name), old, new)
+            for f in dataclasses.fields(value)
+            if f.init
+        }
+        result = dataclasses.replace(value, **changes)
+    return result  # type: ignore[no-any-return]
