@@ -51,7 +51,9 @@ with Client(address, timeout=timeout) as client:
     client.wait_for_workers(n, timeout=timeout)
     workers = client.scheduler_info(n_workers=-1)["workers"]
     pids = client.run(os.getpid)
-print(json.dumps({a: {**w, "pid": pids.get(a)} for a, w in workers.items()}, default=str))
+fields = ("name", "host", "nthreads", "memory_limit", "resources")
+shown = {a: {**{f: w.get(f) for f in fields}, "pid": pids.get(a)} for a, w in workers.items()}
+print(json.dumps(shown))
 """
 
 
@@ -111,8 +113,8 @@ class DaskCluster:
         return "\n".join(parts)
 
     def query(self, n_workers: int | None = None, timeout: float = _START_TIMEOUT_S) -> dict:
-        """The registered workers by address (the scheduler's record plus `pid`), once at
-        least `n_workers` (default: all started) are there."""
+        """The registered workers by address (name, host, nthreads, memory_limit, resources
+        and pid), once at least `n_workers` (default: all started) are there."""
         wanted = len(self.workers) if n_workers is None else n_workers
         proc = subprocess.run(
             [sys.executable, "-c", _QUERY_SCRIPT, self.address, str(wanted), str(timeout)],

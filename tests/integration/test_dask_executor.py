@@ -276,8 +276,10 @@ def test_gpu_task_without_gpu_workers_fails_when_strict(
     ("pipeline_name", "request_shown"),
     [
         pytest.param("too_many_cpus", ["512"], id="cpu"),
-        # 100Ti as written, in bytes, or in a human unit.
-        pytest.param("too_much_memory", ["100Ti", "109951162777600", "100 TiB"], id="memory"),
+        # 100Ti as written, in bytes, or in a larger unit.
+        pytest.param(
+            "too_much_memory", ["100Ti", "109951162777600", "100 TiB", "102400"], id="memory"
+        ),
     ],
 )
 def test_a_request_no_worker_can_meet_fails_at_once(
