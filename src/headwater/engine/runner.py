@@ -212,10 +212,19 @@ def _create(executor: str | Executor, options: Mapping[str, Any]) -> Executor | 
 
 
 def open_metadata(metadata: MetadataStore | str | None) -> MetadataStore:
-    """The metadata store to use, with runs whose engine died marked INTERRUPTED."""
+    """The metadata store to use, with runs whose engine died marked INTERRUPTED.
+
+    An existing SQLite store at the newest schema is opened on first use, off the path to
+    the first task (`DeferredSqlStore`, ADR 8); any other store now.
+    """
     from headwater.metadata import open_store
+    from headwater.metadata.deferred import DeferredSqlStore
     from headwater.metadata.reconcile import mark_dead_runs
 
+    if not isinstance(metadata, MetadataStore):
+        deferred = DeferredSqlStore.for_url(metadata or config.metadata_url())
+        if deferred is not None:
+            return deferred  # marks dead runs when it opens
     store = metadata if isinstance(metadata, MetadataStore) else open_store(metadata)
     mark_dead_runs(store)
     return store

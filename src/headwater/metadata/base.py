@@ -30,6 +30,10 @@ EXECUTION_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CACHED", "SKIPPED", "CANC
 
 Direction = Literal["upstream", "downstream", "both"]
 
+#: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
+#: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
+SCHEMA_HEAD = "0003_execution_worker"
+
 
 @dataclass
 class RunRecord:

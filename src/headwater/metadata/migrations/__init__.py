@@ -11,7 +11,8 @@ To add a revision: change `headwater.metadata.schema`, then::
     cfg.set_main_option("sqlalchemy.url", "sqlite:////tmp/current.db")  # at the old head
     alembic.command.revision(cfg, "what changed", autogenerate=True, rev_id="0002_...")
 
-review the generated file (name it `vNNNN_<slug>.py`) and set `HEAD` below.
+review the generated file (name it `vNNNN_<slug>.py`) and set `SCHEMA_HEAD` in
+`headwater.metadata.base` (`HEAD` below is that).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect, text
 
+from headwater.metadata.base import SCHEMA_HEAD
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
 #: The newest revision; a test checks it is the head of `versions/`.
-HEAD = "0003_execution_worker"
+HEAD = SCHEMA_HEAD
 
 _HERE = Path(__file__).resolve().parent
 # pg_advisory_lock key: any constant shared by every Headwater process ("hwmd" in ASCII).

@@ -1,0 +1,251 @@
+"""`DeferredSqlStore`: a SQLite store that is opened off the engine's critical path (ADR 8).
+
+Importing SQLAlchemy and opening the store took more CPU than everything else `headwater run`
+does before its first task starts. The engine needs the store for two things only: writes,
+which the recorder already makes on its own thread, and cache lookups, which for a new task
+are nearly always misses. So when the store is a SQLite file that exists and is at the
+newest schema, as the default store is after its first run, the engine gets this wrapper:
+
+* the real `SqlMetadataStore` is opened (and runs whose engine died are marked
+  INTERRUPTED) by whichever thread first needs it, normally the recorder's writer thread
+  on its first write, while the engine submits its first tasks;
+* `cached_outputs`, the engine's per-task lookup, first asks SQLite itself (the standard
+  library's `sqlite3`, already imported) whether any SUCCEEDED execution has the key. No row
+  is a miss, answered without SQLAlchemy; a row means a possible hit, which the real store
+  looks up and checks as always.
+
+Anything else (another URL, a missing file, an older or newer schema, any error while
+probing) opens the store at once, as before, so a bad store is still refused before a run
+starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from headwater.metadata.base import (
+    SCHEMA_HEAD,
+    ArtifactRecord,
+    Direction,
+    EventRecord,
+    ExecutionRecord,
+    LineageGraph,
+    MetadataStore,
+    RunRecord,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+#: A SQLite URL with an absolute path and no options: the only kind probed without SQLAlchemy.
+_PREFIX = "sqlite:////"
+# The same rows `SqlMetadataStore.find_cached` chooses among (it orders them and takes one).
+_CANDIDATE = "SELECT 1 FROM executions WHERE cache_key = ? AND state = 'SUCCEEDED' LIMIT 1"
+
+
+class DeferredSqlStore(MetadataStore):
+    """A `SqlMetadataStore` for an existing, current SQLite file, opened on first use.
+
+    Make one with `DeferredSqlStore.for_url`, which returns None where a deferred open
+    would not be safe. Every method but `cached_outputs` waits for the real store.
+    """
+
+    def __init__(self, url: str, probe: sqlite3.Connection) -> None:
+        self.url = url
+        self._probe: sqlite3.Connection | None = probe
+        self._probe_lock = threading.Lock()
+        self._open_lock = threading.Lock()
+        self._real: MetadataStore | None = None
+        # Runs that never call close() (the engine's store lives as long as its run) still
+        # close the probe, without a ResourceWarning, when the store is collected.
+        weakref.finalize(self, probe.close)
+
+    @classmethod
+    def for_url(cls, url: str) -> DeferredSqlStore | None:
+        """A deferred store for `url`, or None if it must be opened now.
+
+        Deferred only for `sqlite:////absolute/path` (no query options) naming a database
+        file that exists and whose schema is `SCHEMA_HEAD`: opening it later can then neither
+        create, migrate nor refuse anything that opening it now would have.
+        """
+        if not url.startswith(_PREFIX) or "?" in url:
+            return None
+        path = Path(url[len(_PREFIX) - 1 :])
+        if not path.is_file():
+            return None
+        try:
+            probe = sqlite3.connect(
+                f"{path.as_uri()}?mode=rw", uri=True, timeout=30, check_same_thread=False
+            )
+        except sqlite3.Error:
+            return None
+        try:
+            rows = probe.execute("SELECT version_num FROM alembic_version").fetchall()
+        except sqlite3.Error:
+            rows = []
+        if rows != [(SCHEMA_HEAD,)]:
+            probe.close()
+            return None
+        return cls(url, probe)
+
+    def opened(self) -> MetadataStore:
+        """The real store, opened by the first caller (the others wait for it)."""
+        with self._open_lock:
+            if self._real is None:
+                from headwater.metadata import open_store
+                from headwater.metadata.reconcile import mark_dead_runs
+
+                store = open_store(self.url)
+                mark_dead_runs(store)
+                self._real = store
+            return self._real
+
+    def __repr__(self) -> str:
+        return repr(self._real) if self._real is not None else f"SqlMetadataStore({self.url!r})"
+
+    # -- the engine's hot path ---------------------------------------------------------------
+
+    def cached_outputs(
+        self, cache_key: str
+    ) -> tuple[ExecutionRecord, list[tuple[EventRecord, ArtifactRecord]]] | None:
+        """A miss straight from SQLite when no SUCCEEDED execution has the key; else the
+        real store's lookup."""
+        if not cache_key:
+            return None
+        if not self._maybe_cached(cache_key):
+            return None
+        return self.opened().cached_outputs(cache_key)
+
+    def _maybe_cached(self, cache_key: str) -> bool:
+        """False only if SQLite says no execution can be a hit; True when unsure."""
+        with self._probe_lock:
+            if self._probe is None:
+                return True
+            try:
+                return bool(self._probe.execute(_CANDIDATE, (cache_key,)).fetchall())
+            except sqlite3.Error:
+                return True
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        return self._batch()
+
+    @contextlib.contextmanager
+    def _batch(self) -> Iterator[None]:
+        with self.opened().batch():
+            yield
+
+    def close(self) -> None:
+        with self._probe_lock:
+            if self._probe is not None:
+                self._probe.close()
+                self._probe = None
+        if self._real is not None:
+            self._real.close()
+
+    # -- everything else: the real store -----------------------------------------------------
+
+    def create_run(self, run: RunRecord, *, ir: dict[str, Any]) -> None:
+        self.opened().create_run(run, ir=ir)
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        state: str,
+        outputs: dict[str, Any],
+        error: dict[str, Any] | None,
+        finished_at: float,
+    ) -> None:
+        self.opened().finish_run(
+            run_id, state=state, outputs=outputs, error=error, finished_at=finished_at
+        )
+
+    def claim_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> RunRecord:
+        return self.opened().claim_run(run_id, engine_host=engine_host, engine_pid=engine_pid)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self.opened().get_run(run_id)
+
+    def get_pipeline_ir(self, run_id: str) -> dict[str, Any] | None:
+        return self.opened().get_pipeline_ir(run_id)
+
+    def list_runs(
+        self,
+        *,
+        pipeline: str | None = None,
+        state: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[RunRecord]:
+        return self.opened().list_runs(pipeline=pipeline, state=state, limit=limit, offset=offset)
+
+    def delete_run(self, run_id: str) -> list[str]:
+        return self.opened().delete_run(run_id)
+
+    def running_runs(self) -> list[RunRecord]:
+        return self.opened().running_runs()
+
+    def mark_interrupted(
+        self,
+        run_id: str,
+        *,
+        finished_at: float,
+        engine_host: str | None = None,
+        engine_pid: int | None = None,
+    ) -> None:
+        self.opened().mark_interrupted(
+            run_id, finished_at=finished_at, engine_host=engine_host, engine_pid=engine_pid
+        )
+
+    def record_execution(self, execution: ExecutionRecord) -> int:
+        return self.opened().record_execution(execution)
+
+    def insert_executions(self, executions: list[ExecutionRecord]) -> list[int]:
+        return self.opened().insert_executions(executions)
+
+    def list_executions(self, run_id: str) -> list[ExecutionRecord]:
+        return self.opened().list_executions(run_id)
+
+    def get_execution(self, execution_id: int) -> ExecutionRecord | None:
+        return self.opened().get_execution(execution_id)
+
+    def record_artifact(self, artifact: ArtifactRecord) -> int:
+        return self.opened().record_artifact(artifact)
+
+    def get_artifact(self, ref: int | str) -> ArtifactRecord | None:
+        return self.opened().get_artifact(ref)
+
+    def record_event(self, event: EventRecord) -> None:
+        self.opened().record_event(event)
+
+    def record_events(self, events: list[EventRecord]) -> None:
+        self.opened().record_events(events)
+
+    def artifacts_of_many(
+        self, execution_ids: list[int]
+    ) -> dict[int, list[tuple[EventRecord, ArtifactRecord]]]:
+        return self.opened().artifacts_of_many(execution_ids)
+
+    def artifacts_of(self, execution_id: int) -> list[tuple[EventRecord, ArtifactRecord]]:
+        return self.opened().artifacts_of(execution_id)
+
+    def record_metrics(
+        self, run_id: str, execution_id: int, artifact_id: int, metrics: dict[str, float]
+    ) -> None:
+        self.opened().record_metrics(run_id, execution_id, artifact_id, metrics)
+
+    def find_cached(self, cache_key: str) -> ExecutionRecord | None:
+        return self.opened().find_cached(cache_key)
+
+    def clear_cache(self) -> int:
+        return self.opened().clear_cache()
+
+    def lineage(
+        self, ref: int | str, *, direction: Direction = "both", depth: int = 10
+    ) -> LineageGraph:
+        return self.opened().lineage(ref, direction=direction, depth=depth)
