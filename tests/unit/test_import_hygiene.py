@@ -47,3 +47,14 @@ def test_importing_headwater_does_not_import_kfp() -> None:
 def test_the_check_sees_imports() -> None:
     # Guard against a check that can never fail: json is certainly imported by the script.
     assert imported_after("import headwater, email.mime", ("email", "json")) == ["email", "json"]
+
+
+def test_run_imports_no_sqlalchemy_or_yaml_before_its_first_task() -> None:
+    # What `headwater run` imports before its first task: SQLAlchemy (ADR 8), YAML (read only
+    # for a .yaml file), fsspec and asyncio (remote stores) and logging come later if at all.
+    statement = (
+        "import headwater.cli.main, headwater.cli.progress, headwater.engine.runner, "
+        "headwater.executors.local, headwater.spec.loader, headwater.metadata.deferred"
+    )
+    lazy = ("sqlalchemy", "alembic", "yaml", "fsspec", "asyncio", "logging", "kfp")
+    assert imported_after(statement, lazy) == []

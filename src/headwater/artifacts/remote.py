@@ -20,7 +20,6 @@ task is its log).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import threading
 import time
@@ -37,8 +36,6 @@ RETRIES_ENV = "HEADWATER_S3_RETRIES"
 #: Seconds a call waits before the first progress line, and between the next ones.
 FIRST_PROGRESS_S = 2.0
 PROGRESS_EVERY_S = 10.0
-
-_log = logging.getLogger("headwater.artifacts")
 
 
 @dataclass(frozen=True)
@@ -122,7 +119,10 @@ def waiting(what: str, bound: str) -> Iterator[None]:
     def report() -> None:
         delay = FIRST_PROGRESS_S
         while not done.wait(delay):
-            _log.warning(
+            # Imported here: `logging` costs every `headwater run` a few ms at start-up.
+            import logging
+
+            logging.getLogger("headwater.artifacts").warning(
                 "headwater: still waiting for %s (%.0f s so far; %s)",
                 what,
                 time.monotonic() - started,

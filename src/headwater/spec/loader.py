@@ -8,7 +8,6 @@ import json
 import os
 import re
 import sys
-import traceback
 import uuid
 import warnings
 from collections.abc import Mapping
@@ -256,6 +255,8 @@ def _import_file(path: Path) -> Any:
 
 def _where(exc: BaseException, path: Path) -> str:
     """ " at line N" of `path` where `exc` was raised (its deepest frame in that file)."""
+    import traceback  # only for a pipeline that failed to load
+
     if isinstance(exc, SyntaxError) and exc.lineno is not None:
         return f" at line {exc.lineno}"
     line = None
