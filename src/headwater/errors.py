@@ -85,6 +85,17 @@ class EngineError(HeadwaterSystemError):
     """The engine reached a state it cannot go on from, such as a stalled run: a bug of ours."""
 
 
+class ExecutorLostError(HeadwaterSystemError):
+    """The executor's workers or scheduler went away mid-run: the run fails, resumable.
+
+    `resume_flags` are what `headwater run --resume RUN_ID` needs to reach a new one.
+    """
+
+    def __init__(self, message: str, *, resume_flags: str = "") -> None:
+        super().__init__(message)
+        self.resume_flags = resume_flags
+
+
 class StorageError(UserError):
     """An artifact or metadata store that cannot be used as configured (bad URL, no bucket)."""
 

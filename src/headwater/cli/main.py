@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -163,6 +164,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     }
 
     def start(name: str) -> Executor:
+        if name == "dask":
+            _quiet_dask()
         made = create_executor(name, **options)
         describe = getattr(made, "describe", None)
         if describe is not None:  # where tasks run (a cluster's dashboard), once the run starts
@@ -232,6 +235,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for name, value in result.outputs.items():
             print(f"{name} = {json.dumps(value, default=str)}")
     return EXIT_OK if result.succeeded else EXIT_FAILED
+
+
+def _quiet_dask() -> None:
+    """Silence Dask's loggers: its client logs each failed reconnection with a traceback, and
+    the CLI says what went wrong in one line of its own instead."""
+    with contextlib.suppress(ImportError):
+        import distributed  # noqa: F401  (it sets its loggers' levels when imported)
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]
+    for name in {"distributed", *names}:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def _interrupt(signum: int, frame: object) -> NoReturn:

@@ -15,7 +15,7 @@ from headwater.caching.base import TaskCache
 from headwater.engine.hooks import RunHooks
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunStateMachine
-from headwater.errors import EngineError, UserError
+from headwater.errors import EngineError, ExecutorLostError, UserError
 from headwater.executors.base import Admission, Executor
 from headwater.task import Launch, TaskError, TaskResult, TaskState
 
@@ -67,6 +67,15 @@ class EngineLoop:
             self._stop(INTERRUPTED)
             self._finish(started, interrupted=True)
             raise
+        except ExecutorLostError as exc:
+            # Not the engine's fault, nor the tasks': the run fails with the cause, resumable.
+            why = (
+                f"{exc}; resume it with: headwater run --resume {self.run_.run_id}"
+                f"{' ' + exc.resume_flags if exc.resume_flags else ''}"
+            )
+            self._stop(str(exc))
+            self._finish(started, cause=TaskError("", type(exc).__name__, why))
+            return
         except BaseException as exc:
             self._stop(f"the engine stopped: {type(exc).__name__}: {exc}")
             self._finish(started, cause=TaskError("", type(exc).__name__, str(exc)))

@@ -37,14 +37,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from headwater.artifacts import is_remote_uri
-from headwater.errors import EngineError, ResourceError, UserError
+from headwater.errors import ExecutorLostError, ResourceError, UserError
 from headwater.executors.base import Executor
 from headwater.task import Launch, TaskError, TaskResult
 
 #: The environment variable naming the scheduler when `--scheduler` is not given.
 SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
 #: Seconds to reach a scheduler before giving up (the unreachable-scheduler line).
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 3.0
 #: Seconds to wait for a first worker on a scheduler that has none yet.
 WORKER_TIMEOUT_S = float(os.environ.get("HEADWATER_DASK_WORKER_TIMEOUT", "60"))
 #: How long worker information is trusted before it is asked for again.
@@ -258,9 +258,9 @@ class DaskExecutor(Executor):
         status = str(getattr(self._client, "status", "running"))
         if status in ("running", "newly-created"):
             return
-        raise EngineError(
-            f"lost the Dask scheduler at {self.address} (client {status}): the run stops here; "
-            "resume it on a running cluster with headwater run --resume RUN_ID --executor dask"
+        raise ExecutorLostError(
+            f"lost the Dask scheduler at {self.address} (client {status}): the run stops here",
+            resume_flags="--executor dask --scheduler ADDRESS",
         )
 
     def running(self) -> int:
@@ -432,6 +432,7 @@ def _failed(launch: Launch, kind: str, message: str, *, retryable: bool = True) 
 def _connect(distributed: Any, address: str) -> Any:
     """A client of the scheduler at `address`, or one line saying why there is none."""
     try:
+        _probe(address)
         client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -440,6 +441,43 @@ def _connect(distributed: Any, address: str) -> Any:
             f"({why}): start one (dask scheduler) or fix --scheduler / ${SCHEDULER_ENV}"
         ) from exc
     return client
+
+
+def _probe(address: str) -> None:
+    """Fail fast, in `CONNECT_TIMEOUT_S` at most, where `distributed.Client` would wait longer.
+
+    A refused port fails at once (the client retries it until its timeout), and a port that
+    accepts but never speaks Dask's protocol fails at the deadline (the client's handshake has
+    none: it would wait forever).
+
+    Raises:
+        OSError: Nothing that answers as a Dask scheduler is at `address`.
+        ValueError: `address` is not an address.
+    """
+    import asyncio
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.core import connect
+
+    scheme, location = parse_address(address)
+    if scheme in ("tcp", "tls"):
+        host, port = parse_host_port(location)
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(
+            connect(address, timeout=CONNECT_TIMEOUT_S),  # type: ignore[no-untyped-call]
+            CONNECT_TIMEOUT_S,
+        )
+        await comm.close()
+
+    try:
+        asyncio.run(handshake())
+    except asyncio.TimeoutError as exc:
+        raise OSError(f"no Dask handshake within {CONNECT_TIMEOUT_S:g} s") from exc
+    except Exception as exc:  # CommClosedError and friends: not a scheduler there
+        raise OSError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
 
 
 def _local_cluster() -> Any:

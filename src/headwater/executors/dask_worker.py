@@ -217,11 +217,10 @@ def _store_log(launch: Launch, local: str, uri: str) -> None:
     store_for(launch.placeholders.pipeline_root).upload(local, uri)
 
 
-def cancel_run(run_key: str) -> int:
-    """Stop this worker's task processes of `run_key` (run through `Client.run`)."""
-    from distributed import get_worker
-
-    plugin = get_worker().plugins.get(PLUGIN)
+def cancel_run(run_key: str, dask_worker: Any = None) -> int:
+    """Stop this worker's task processes of `run_key` (run through `Client.run`, which passes
+    the worker as `dask_worker`)."""
+    plugin = dask_worker.plugins.get(PLUGIN) if dask_worker is not None else None
     if not isinstance(plugin, HeadwaterPlugin) or plugin.host is None:
         return 0
     return plugin.host.cancel(run_key)
