@@ -483,42 +483,43 @@ def _probe(address: str) -> None:
 def _local_cluster() -> Any:
     """A LocalCluster sized to this machine; a LocalCUDACluster when it has GPUs and dask-cuda.
 
-    Worker processes, each advertising its share of the machine as `CPU` and `MEMORY` (and
-    `GPU` on a CUDA cluster), with two threads per core between them, as the local executor
-    admits two tasks per core. Tasks of a worker that dies are not re-run by Dask: the task's
-    retry policy decides.
+    Worker processes (one per 4 cores; one per GPU on a CUDA cluster), each advertising its
+    share of the machine as `CPU` and `MEMORY` (and `GPU=1` on a CUDA cluster), with two
+    threads per core between them, as the local executor admits two tasks per core. Tasks of a
+    worker that dies are not re-run by Dask: the task's retry policy decides.
     """
     import dask
 
     from headwater.engine.resources import detect_gpus, machine_cpus, machine_memory
 
-    dask.config.set({"distributed.scheduler.allowed-failures": 0})
     cpus = machine_cpus()
     gpus = detect_gpus()
     memory = machine_memory()
-    if gpus:
-        with contextlib.suppress(ImportError):
-            from dask_cuda import LocalCUDACluster
+    # Read by the scheduler when it starts (in this process): only this cluster's setting.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        if gpus:
+            with contextlib.suppress(ImportError):
+                from dask_cuda import LocalCUDACluster
 
-            per = cpus / len(gpus)
-            return LocalCUDACluster(
-                CUDA_VISIBLE_DEVICES=",".join(gpus),
-                threads_per_worker=max(1, int(2 * per)),
-                resources={"GPU": 1, "CPU": per, "MEMORY": memory / len(gpus)},
-                dashboard_address=":0",
-                silence_logs=50,
-            )
-    workers = max(1, cpus // 4)
-    from distributed import LocalCluster
+                per = cpus / len(gpus)
+                return LocalCUDACluster(
+                    CUDA_VISIBLE_DEVICES=",".join(gpus),
+                    threads_per_worker=max(1, int(2 * per)),
+                    resources={"GPU": 1, "CPU": per, "MEMORY": memory / len(gpus)},
+                    dashboard_address=":0",
+                    silence_logs=50,
+                )
+        from distributed import LocalCluster
 
-    return LocalCluster(  # type: ignore[no-untyped-call]
-        n_workers=workers,
-        threads_per_worker=max(1, 2 * cpus // workers),
-        processes=True,
-        resources={"CPU": cpus / workers, "MEMORY": memory / workers},
-        dashboard_address=":0",
-        silence_logs=50,
-    )
+        workers = max(1, cpus // 4)
+        return LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=workers,
+            threads_per_worker=max(1, 2 * cpus // workers),
+            processes=True,
+            resources={"CPU": cpus / workers, "MEMORY": memory / workers},
+            dashboard_address=":0",
+            silence_logs=50,
+        )
 
 
 def _local_addresses() -> set[str]:
