@@ -97,9 +97,9 @@ def test_a_third_party_executor_runs_a_pipeline_by_name(tmp_path: Path) -> None:
         "HEADWATER_HOME": str(tmp_path / "home"),
     }
     env.pop("HEADWATER_METADATA_URL", None)
+    command = ["run", str(pipeline), "--executor", "counting", "--json"]
     proc = subprocess.run(
-        [sys.executable, "-m", "headwater", "run", str(pipeline), "--executor", "counting"]
-        + ["--json"],
+        [sys.executable, "-m", "headwater", *command],
         env=env,
         capture_output=True,
         text=True,
