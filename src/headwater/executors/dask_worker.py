@@ -178,6 +178,9 @@ def run_attempt(
     worker = get_worker()
     scratch = Path(worker.local_directory) / "headwater" / run_key / launch.workdir.name
     local = relocate(launch, scratch)
+    # The task's own Dask work (`headwater.compute.get_client()`) goes to this cluster.
+    env = {**local.env, "HEADWATER_DASK_SCHEDULER": str(worker.scheduler.address)}
+    local = dataclasses.replace(local, env=env)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(local.log_path)
     try:

@@ -1,0 +1,222 @@
+"""Dask clusters for components, notebooks and scripts: the run's own, or a local one.
+
+Inside a component::
+
+    from headwater.compute import get_client
+
+    client = get_client()          # the run's cluster under --executor dask, else a local one
+    df = dd.read_parquet(path)     # computes on it
+
+In a notebook or script::
+
+    from headwater.compute import cluster
+
+    with cluster(memory_limit="2GB") as client:
+        ...
+
+`get_client` connects to the scheduler the engine hands the task (`HEADWATER_DASK_SCHEDULER`,
+set for every task that `--executor dask` runs); anywhere else it starts a LocalCluster for the
+process (a LocalCUDACluster with one worker per GPU when GPUs and dask-cuda are present), closed
+when the process exits. Settings for a cluster it starts come from its arguments, else from the
+task's environment (`task.set_env_variable(...)` in the pipeline), else from defaults that work on
+a laptop:
+
+==================================  ===========================================================
+`HEADWATER_DASK_WORKERS`            worker processes (default: one per GPU, else min(cpus, 4))
+`HEADWATER_DASK_THREADS`            threads per worker (default 1)
+`HEADWATER_DASK_MEMORY_LIMIT`       host memory per worker before spilling to disk ("2GB",
+                                    a fraction such as 0.4, or "auto": the machine's share)
+`HEADWATER_DASK_SPILL_DIR`          where workers spill (default: the system's temp directory)
+`HEADWATER_DASK_DEVICE_MEMORY_LIMIT`  GPU memory per worker before spilling to host (default
+                                    80%)
+`HEADWATER_RMM_POOL_SIZE`           an RMM pool per GPU worker ("8GB"; default none)
+==================================  ===========================================================
+
+On GPU workers cuDF's own spilling is enabled (`enable_cudf_spill`), which spills buffers while
+a task runs; dask-cuda's JIT unspill was removed in dask-cuda 26.06 and is not used.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from headwater.errors import UserError
+
+__all__ = ["cluster", "get_client", "gpu_workers", "settings_from_env"]
+
+SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
+_MISSING = (
+    "headwater.compute needs Dask's distributed scheduler, which is not installed here: "
+    "pip install 'headwater[dask]'"
+)
+
+_lock = threading.Lock()
+_own: dict[str, Any] = {}  # the process's own cluster and client, made on first use
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError as exc:
+        raise UserError(_MISSING) from exc
+    return distributed
+
+
+def settings_from_env() -> dict[str, Any]:
+    """The cluster settings the task's environment gives (see the module's table)."""
+    env = os.environ
+    found: dict[str, Any] = {}
+    for key, name, kind in (
+        ("HEADWATER_DASK_WORKERS", "n_workers", int),
+        ("HEADWATER_DASK_THREADS", "threads_per_worker", int),
+        ("HEADWATER_DASK_MEMORY_LIMIT", "memory_limit", str),
+        ("HEADWATER_DASK_SPILL_DIR", "local_directory", str),
+        ("HEADWATER_DASK_DEVICE_MEMORY_LIMIT", "device_memory_limit", str),
+        ("HEADWATER_RMM_POOL_SIZE", "rmm_pool_size", str),
+    ):
+        text = env.get(key, "").strip()
+        if not text:
+            continue
+        try:
+            found[name] = kind(text)
+        except ValueError as exc:
+            raise UserError(f"{key}={text!r} is not a valid {kind.__name__}") from exc
+    return found
+
+
+def get_client(**settings: Any) -> Any:
+    """A `distributed.Client` for the run's cluster, or for a local one made once per process.
+
+    Args:
+        settings: For a cluster made here: `n_workers`, `threads_per_worker`, `memory_limit`,
+            `local_directory` (spill), `device_memory_limit`, `rmm_pool_size`, `gpu` (True,
+            False, or None to decide by the machine). Ignored when the run has a cluster.
+
+    Raises:
+        UserError: `distributed` is not installed, or the run's scheduler cannot be reached.
+    """
+    distributed = _distributed()
+    address = os.environ.get(SCHEDULER_ENV, "").strip()
+    with _lock:
+        client = _own.get("client")
+        if client is not None and client.status == "running":
+            return client
+        if address:
+            try:
+                client = distributed.Client(address, timeout=10, set_as_default=True)
+            except (OSError, TimeoutError) as exc:
+                raise UserError(
+                    f"cannot reach the run's Dask scheduler at {address} ({exc}); is the "
+                    f"cluster still up? (unset {SCHEDULER_ENV} to use a local cluster)"
+                ) from exc
+        else:
+            made = local_cluster(**{**settings_from_env(), **settings})
+            _own["cluster"] = made
+            client = distributed.Client(made, set_as_default=True)
+        _own["client"] = client
+        return client
+
+
+def _close_own() -> None:
+    client = _own.pop("client", None)
+    made = _own.pop("cluster", None)
+    with contextlib.suppress(Exception):
+        if client is not None:
+            client.close()
+    with contextlib.suppress(Exception):
+        if made is not None:
+            made.close()
+
+
+atexit.register(_close_own)
+
+
+@contextlib.contextmanager
+def cluster(**settings: Any) -> Iterator[Any]:
+    """A local cluster and its client for the `with` block (closed after it).
+
+    Takes the settings of `get_client` (and the environment's, as defaults).
+    """
+    distributed = _distributed()
+    made = local_cluster(**{**settings_from_env(), **settings})
+    try:
+        with distributed.Client(made, set_as_default=False) as client:
+            yield client
+    finally:
+        made.close()
+
+
+def local_cluster(
+    *,
+    n_workers: int | None = None,
+    threads_per_worker: int = 1,
+    memory_limit: str | float | int = "auto",
+    local_directory: str | None = None,
+    device_memory_limit: str | float | int | None = None,
+    rmm_pool_size: str | None = None,
+    gpu: bool | None = None,
+) -> Any:
+    """A LocalCluster of worker processes, or a LocalCUDACluster (one worker per GPU).
+
+    Raises:
+        UserError: `gpu=True` on a machine without GPUs or without dask-cuda, or a setting
+            Dask refuses.
+    """
+    from headwater.engine.resources import detect_gpus, machine_cpus
+
+    gpus = detect_gpus()
+    want_gpu = bool(gpus) if gpu is None else gpu
+    if want_gpu:
+        if not gpus:
+            raise UserError("gpu=True but this machine has no NVIDIA GPU visible")
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError as exc:
+            if gpu:
+                raise UserError("gpu=True needs dask-cuda: pip install 'headwater[gpu]'") from exc
+        else:
+            return LocalCUDACluster(
+                CUDA_VISIBLE_DEVICES=",".join(gpus),
+                n_workers=n_workers or len(gpus),
+                threads_per_worker=threads_per_worker,
+                memory_limit=memory_limit,
+                device_memory_limit=device_memory_limit or 0.8,
+                enable_cudf_spill=True,
+                rmm_pool_size=rmm_pool_size,
+                local_directory=local_directory,
+                dashboard_address=":0",
+                silence_logs=50,
+            )
+    from distributed import LocalCluster
+
+    try:
+        return LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=n_workers or min(machine_cpus(), 4),
+            threads_per_worker=threads_per_worker,
+            processes=True,
+            memory_limit=memory_limit,
+            local_directory=local_directory,
+            dashboard_address=":0",
+            silence_logs=50,
+        )
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"cannot start a local Dask cluster with these settings: {exc}") from exc
+
+
+def gpu_workers(client: Any) -> bool:
+    """True when every worker of `client`'s cluster has a GPU and cuDF: compute with cuDF."""
+
+    def probe() -> bool:
+        import importlib.util
+
+        from headwater.engine.resources import detect_gpus
+
+        return bool(detect_gpus()) and importlib.util.find_spec("cudf") is not None
+
+    answers = client.run(probe)
+    return bool(answers) and all(answers.values())
