@@ -130,6 +130,9 @@ class TaskResult:
     worker: str | None = None
     #: Where the attempt's log went, when not at its launch's `log_path` (a URI).
     log_uri: str | None = None
+    #: The attempt's log itself, when it ran elsewhere and the log is small enough to travel
+    #: with the result (saves the engine fetching it from `log_uri`).
+    log_bytes: bytes | None = None
 
     @property
     def ok(self) -> bool:

@@ -230,11 +230,16 @@ class DaskExecutor(Executor):
         if not result.log_uri:
             return
         try:
+            launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+            if result.log_bytes is not None:  # it came with the result
+                with open(launch.log_path, "ab") as dst:
+                    dst.write(result.log_bytes)
+                result.log_bytes = None
+                return
             store = self._store(launch.placeholders.pipeline_root)
             with tempfile.TemporaryDirectory(prefix="headwater-log-") as tmp:
                 local = os.path.join(tmp, "log.txt")
                 store.download(result.log_uri, local)
-                launch.log_path.parent.mkdir(parents=True, exist_ok=True)
                 with open(local, "rb") as src, open(launch.log_path, "ab") as dst:
                     while chunk := src.read(1 << 20):
                         dst.write(chunk)

@@ -31,6 +31,8 @@ from headwater.task import Launch, TaskError, TaskResult
 
 #: The name the plugin is registered under on every worker.
 PLUGIN = "headwater"
+#: Logs up to this size also travel back with the result (the engine then needs no fetch).
+INLINE_LOG_BYTES = 256 * 1024
 
 T = TypeVar("T")
 
@@ -189,6 +191,9 @@ def run_attempt(
         if log_uri and os.path.exists(local.log_path):
             _store_log(launch, str(local.log_path), log_uri)
             result.log_uri = log_uri
+            if os.path.getsize(local.log_path) <= INLINE_LOG_BYTES:
+                with open(local.log_path, "rb") as fh:
+                    result.log_bytes = fh.read(INLINE_LOG_BYTES)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if result.error is not None:
@@ -215,9 +220,17 @@ def _packages(launch: Launch, install: bool) -> tuple[str, ...]:
 
 
 def _store_log(launch: Launch, local: str, uri: str) -> None:
-    from headwater.artifacts import store_for
+    root = launch.placeholders.pipeline_root
+    store = _stores.get(root)
+    if store is None:
+        from headwater.artifacts import store_for
 
-    store_for(launch.placeholders.pipeline_root).upload(local, uri)
+        store = _stores[root] = store_for(root)
+    store.upload(local, uri)
+
+
+#: Artifact stores by pipeline root, made once per worker process.
+_stores: dict[str, Any] = {}
 
 
 def cancel_run(run_key: str, dask_worker: Any = None) -> int:
