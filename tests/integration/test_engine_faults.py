@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -112,7 +113,15 @@ def test_condition_failing_at_run_time_says_why_everywhere(
 def test_successful_run_has_no_error_and_its_tasks_no_error_key(headwater: Cli) -> None:
     result = run_ok(headwater.run("faults_condition"))
     assert result["error"] is None
-    assert result["tasks"] == [{"name": "say", "state": "SUCCEEDED", "cached": False}]
+    [task] = result["tasks"]
+    assert "error" not in task
+    assert task == {
+        "name": "say",
+        "state": "SUCCEEDED",
+        "cached": False,
+        "executor": "local",
+        "worker": socket.gethostname(),
+    }
 
 
 # --- an exit handler that is a pipeline ------------------------------------------------------

@@ -44,7 +44,7 @@ from headwater.task import Launch, TaskError, TaskResult
 #: The environment variable naming the scheduler when `--scheduler` is not given.
 SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
 #: Seconds to reach a scheduler before giving up (the unreachable-scheduler line).
-CONNECT_TIMEOUT_S = 3.0
+CONNECT_TIMEOUT_S = 2.0
 #: Seconds to wait for a first worker on a scheduler that has none yet.
 WORKER_TIMEOUT_S = float(os.environ.get("HEADWATER_DASK_WORKER_TIMEOUT", "60"))
 #: How long worker information is trusted before it is asked for again.

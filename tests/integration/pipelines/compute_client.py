@@ -6,7 +6,9 @@ from kfp import dsl
 @dsl.component
 def total(n: int) -> str:
     import os
+
     import dask.array as da
+
     from headwater.compute import get_client
 
     client = get_client()
