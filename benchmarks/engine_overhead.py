@@ -44,6 +44,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import importlib.util
 import json
@@ -713,6 +714,10 @@ def main(argv: list[str]) -> int:
                 print(f"SKIP {runner}: {why}", file=sys.stderr)
 
     dists_before = _installed_distributions() if KFP_DEFAULT in plan else None
+    # As an installed package is (pip byte-compiles it): an editable checkout under
+    # PYTHONDONTWRITEBYTECODE=1 would otherwise compile Headwater's modules on every CLI run,
+    # while KFP and SQLAlchemy in site-packages are already compiled.
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "src"), quiet=1)
     results: dict[tuple[str, str], Measurement] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="hw-bench-src-") as d:
