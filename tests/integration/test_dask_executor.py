@@ -50,6 +50,8 @@ pytest.importorskip("distributed")
 #: Longest a run may take to end after its scheduler is lost, and a bad scheduler to be told.
 SCHEDULER_LOST_S = 10
 UNREACHABLE_S = 5
+#: What `headwater run` takes to start and refuse bad input on an idle 2-core machine.
+IDLE_CLI_START_S = 1.0
 
 
 def on(cluster: DaskCluster) -> list[str]:
@@ -475,7 +477,15 @@ def test_unreachable_scheduler_is_one_line_within_seconds(
 
     line = one_line(cli)
     assert address in line, line
-    assert elapsed < UNREACHABLE_S, f"took {elapsed:.1f}s"
+    # The bound is the 5 s on an idle machine. Under a loaded test run the interpreter's
+    # own start-up can take seconds more; only that slowness, measured now on a command that
+    # refuses at once, is added, never the time spent waiting for the scheduler.
+    started_at = time.monotonic()
+    one_line(headwater("run", pipeline("storage_s3"), "--executor", "nope", timeout=60))
+    slow_start = max(0.0, time.monotonic() - started_at - IDLE_CLI_START_S)
+    assert elapsed < UNREACHABLE_S + slow_start, (
+        f"took {elapsed:.1f}s ({slow_start:.1f}s slow start)"
+    )
     assert headwater.runs() == []
 
 
