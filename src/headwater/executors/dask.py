@@ -111,6 +111,7 @@ class DaskExecutor(Executor):
             self.shutdown()
             raise
         self._futures: dict[str, tuple[Launch, Any]] = {}
+        self._pending: list[Launch] = []
         self._done: queue.Queue[Any] = queue.Queue()
         self._resources: dict[int, dict[str, float]] = {}
         self._info: dict[str, Any] = {}
@@ -155,30 +156,45 @@ class DaskExecutor(Executor):
     # --- running ------------------------------------------------------------------------------
 
     def submit(self, launch: Launch) -> None:
-        """Hand the attempt to the scheduler; it starts when a worker has room for it."""
+        """Queue the attempt for the scheduler; it is sent with the others ready now.
+
+        The engine submits every task it admits in one pass, then waits: `wait` sends what
+        was queued as one graph per set of resources, which costs the scheduler far less than
+        one graph per task (a 200-way fan-out is one message, not 200).
+        """
+        self._pending.append(launch)
+
+    def _flush(self) -> None:
+        """Send the queued attempts: one `Client.map` per distinct resource request."""
+        if not self._pending:
+            return
         from headwater.executors.dask_worker import run_attempt
 
-        resources = self._resources.pop(launch.task_id, None) or None
-        log_uri = (
-            f"{launch.task_root}/log-attempt-{launch.attempt}.txt" if launch.task_root else None
-        )
-        key = f"{_dask_name(launch.name)}-{uuid.uuid4().hex[:12]}"
-        future = self._client.submit(
-            run_attempt,
-            launch,
-            self._key,
-            log_uri,
-            self._install,
-            key=key,
-            pure=False,
-            resources=resources,
-            retries=0,
-        )
-        self._futures[key] = (launch, future)
-        future.add_done_callback(self._done.put)
+        groups: dict[tuple[tuple[str, float], ...], list[Launch]] = {}
+        for launch in self._pending:
+            asked = self._resources.pop(launch.task_id, None) or {}
+            groups.setdefault(tuple(sorted(asked.items())), []).append(launch)
+        self._pending = []
+        for wanted, launches in groups.items():
+            keys = [f"{_dask_name(launch.name)}-{uuid.uuid4().hex[:12]}" for launch in launches]
+            futures = self._client.map(
+                run_attempt,
+                launches,
+                [self._key] * len(launches),
+                [_log_uri(launch) for launch in launches],
+                [self._install] * len(launches),
+                key=keys,
+                pure=False,
+                resources=dict(wanted) or None,
+                retries=0,
+            )
+            for key, launch, future in zip(keys, launches, futures, strict=True):
+                self._futures[key] = (launch, future)
+                future.add_done_callback(self._done.put)
 
     def wait(self, timeout: float | None) -> list[TaskResult]:
         """Results of the attempts that ended within `timeout` seconds."""
+        self._flush()
         if not self._futures:
             return []
         results: list[TaskResult] = []
@@ -270,10 +286,11 @@ class DaskExecutor(Executor):
 
     def running(self) -> int:
         """Attempts submitted and not yet reported."""
-        return len(self._futures)
+        return len(self._futures) + len(self._pending)
 
     def cancel(self) -> None:
         """Cancel every attempt in flight and stop their task processes on the workers."""
+        self._pending = []
         if not self._futures:
             return
         futures = [f for _, f in self._futures.values()]
@@ -427,6 +444,11 @@ class DaskAdmission:
 
     def release(self, task_id: int) -> None:
         self._held.discard(task_id)
+
+
+def _log_uri(launch: Launch) -> str | None:
+    """Where the attempt's log is stored: beside the task's outputs, under the pipeline root."""
+    return f"{launch.task_root}/log-attempt-{launch.attempt}.txt" if launch.task_root else None
 
 
 def _failed(launch: Launch, kind: str, message: str, *, retryable: bool = True) -> TaskResult:

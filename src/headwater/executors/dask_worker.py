@@ -195,11 +195,18 @@ def run_attempt(
                 with open(local.log_path, "rb") as fh:
                     result.log_bytes = fh.read(INLINE_LOG_BYTES)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _discard(scratch)
     if result.error is not None:
         result.error.task = launch.name
         result.error.log_path = str(launch.log_path)
     return result
+
+
+def _discard(scratch: Path) -> None:
+    """Remove an attempt's scratch directory, off the path of its result (a thread)."""
+    threading.Thread(
+        target=shutil.rmtree, args=(scratch,), kwargs={"ignore_errors": True}, daemon=True
+    ).start()
 
 
 def _run_here(worker: Any, launch: Launch, run_key: str, install: bool) -> TaskResult:
