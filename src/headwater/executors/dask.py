@@ -134,20 +134,8 @@ class DaskExecutor(Executor):
         """Refuse a local root when a worker is on another host (unless `shared_fs`)."""
         if is_remote_uri(root) or self._shared_fs:
             return
-        local = _local_addresses()
-        away = sorted(
-            {
-                str(w.get("host") or "")
-                for w in self._workers().values()
-                if str(w.get("host") or "") not in local
-            }
-        )
-        if away:
-            raise UserError(
-                f"pipeline root {root!r} is on this machine, but Dask workers run on "
-                f"{', '.join(away)}, which cannot see it: use an s3:// or gs:// root "
-                "(--pipeline-root), or pass --shared-fs if every worker mounts it at that path"
-            )
+        hosts = [str(w.get("host") or "") for w in self._workers().values()]
+        refuse_local_root(root, hosts, _local_addresses())
 
     def admission(self, *, max_parallel: int | None, strict: bool) -> DaskAdmission:
         """Admission by the cluster's workers: their resources, and `--max-parallel` if set."""
@@ -444,6 +432,21 @@ class DaskAdmission:
 
     def release(self, task_id: int) -> None:
         self._held.discard(task_id)
+
+
+def refuse_local_root(root: str, worker_hosts: list[str], here: set[str]) -> None:
+    """Raise when a local `root` is asked of workers on hosts other than this one (`here`).
+
+    Raises:
+        UserError: Some worker host is not one of `here`'s names or addresses.
+    """
+    away = sorted({host for host in worker_hosts if host not in here})
+    if away:
+        raise UserError(
+            f"pipeline root {root!r} is on this machine, but Dask workers run on "
+            f"{', '.join(away)}, which cannot see it: use an s3:// or gs:// root "
+            "(--pipeline-root), or pass --shared-fs if every worker mounts it at that path"
+        )
 
 
 def _log_uri(launch: Launch) -> str | None:
