@@ -30,7 +30,14 @@ a laptop:
 `HEADWATER_DASK_DEVICE_MEMORY_LIMIT`  GPU memory per worker before spilling to host (default
                                     80%)
 `HEADWATER_RMM_POOL_SIZE`           an RMM pool per GPU worker ("8GB"; default none)
+`HEADWATER_DASK_PAUSED_TIMEOUT`     seconds `compute` waits while the work is stuck on paused
+                                    workers before it fails (default 60)
 ==================================  ===========================================================
+
+`compute(...)` is `dask.compute` with a watchdog: Dask pauses a worker whose memory passes 80%
+of its limit, and when every worker that could run the remaining tasks stays paused (memory
+that spilling cannot free), Dask waits forever. `compute` fails instead, naming the workers,
+their memory and the settings to change.
 
 On GPU workers cuDF's own spilling is enabled (`enable_cudf_spill`), which spills buffers while
 a task runs; dask-cuda's JIT unspill was removed in dask-cuda 26.06 and is not used.
@@ -42,14 +49,17 @@ import atexit
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
-from headwater.errors import UserError
+from headwater.errors import ResourceError, UserError
 
-__all__ = ["cluster", "get_client", "gpu_workers", "settings_from_env"]
+__all__ = ["cluster", "compute", "get_client", "gpu_workers", "settings_from_env"]
 
 SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
+PAUSED_TIMEOUT_ENV = "HEADWATER_DASK_PAUSED_TIMEOUT"
+_POLL_S = 0.5
 _MISSING = (
     "headwater.compute needs Dask's distributed scheduler, which is not installed here: "
     "pip install 'headwater[dask]'"
@@ -220,3 +230,117 @@ def gpu_workers(client: Any) -> bool:
 
     answers = client.run(probe)
     return bool(answers) and all(answers.values())
+
+
+def compute(*collections: Any, client: Any = None, paused_timeout_s: float | None = None) -> Any:
+    """`dask.compute(*collections)` on `client` that fails, rather than hangs, on paused workers.
+
+    Args:
+        collections: Dask collections (or delayed objects) to compute together.
+        client: A `distributed.Client`; None: `get_client()`.
+        paused_timeout_s: How long the remaining tasks may wait on paused workers only, with
+            none of them running anywhere else; None: `HEADWATER_DASK_PAUSED_TIMEOUT`, else 60.
+
+    Returns:
+        A tuple of results, one per collection, as `dask.compute` returns them.
+
+    Raises:
+        ResourceError: The work stayed stuck on paused workers for `paused_timeout_s`, or a
+            worker died running one of its tasks (typically past 95% of its memory limit).
+    """
+    distributed = _distributed()
+    client = client if client is not None else get_client()
+    limit = paused_timeout_s if paused_timeout_s is not None else _paused_timeout()
+    from dask.base import is_dask_collection
+    from dask.delayed import delayed
+
+    # dask.compute accepts plain lists of delayed objects; Client.compute wants collections.
+    wrapped = [c if is_dask_collection(c) else delayed(c) for c in collections]
+    futures = client.compute(wrapped)
+    keys = [f.key for f in futures]
+    stuck_since: float | None = None
+    try:
+        while not all(f.done() for f in futures):
+            time.sleep(_POLL_S)
+            if any(f.status == "error" for f in futures):
+                break
+            stuck = _stuck_on_paused(client, keys)
+            now = time.monotonic()
+            if stuck is None:
+                stuck_since = None
+                continue
+            stuck_since = stuck_since if stuck_since is not None else now
+            if now - stuck_since >= limit:
+                raise ResourceError(
+                    f"the Dask computation made no progress for {limit:.0f} s: its remaining "
+                    f"tasks wait on paused workers ({stuck}); a worker pauses above 80% of its "
+                    "memory limit. Give workers more memory (HEADWATER_DASK_MEMORY_LIMIT or "
+                    "the cluster's --memory-limit), use smaller partitions, or raise "
+                    f"{PAUSED_TIMEOUT_ENV}"
+                )
+        try:
+            return tuple(client.gather(futures))
+        except distributed.KilledWorker as exc:
+            raise ResourceError(
+                f"a Dask worker died running {exc.task!r} (Dask gave up after it killed "
+                f"{exc.allowed_failures + 1} worker(s)); the usual cause is memory above 95% of "
+                "the worker's limit: give workers more memory or use smaller partitions"
+            ) from exc
+    finally:
+        for future in futures:
+            if not future.done():
+                future.cancel()
+
+
+def _paused_timeout() -> float:
+    text = os.environ.get(PAUSED_TIMEOUT_ENV, "").strip()
+    if not text:
+        return 60.0
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise UserError(f"{PAUSED_TIMEOUT_ENV}={text!r} is not a number of seconds") from exc
+    if value <= 0:
+        raise UserError(f"{PAUSED_TIMEOUT_ENV}={text!r} must be a positive number of seconds")
+    return value
+
+
+def _stuck_on_paused(client: Any, keys: list[Any]) -> str | None:
+    """Paused workers that hold up `keys` while no other worker runs any of their tasks.
+
+    Returns:
+        The paused workers and their memory, as text, when stuck; None otherwise.
+    """
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    paused = {a: w for a, w in workers.items() if w.get("status") == "paused"}
+    if not paused:
+        return None
+    try:
+        running = client.run_on_scheduler(_running_elsewhere, keys=keys)
+    except Exception:
+        # A scheduler that cannot run our probe (Headwater not importable there): fall back to
+        # the coarse rule, every worker paused.
+        running = len(paused) < len(workers)
+    if running:
+        return None
+    return ", ".join(
+        f"{a} at {w.get('metrics', {}).get('memory', 0) / 1e6:.0f} of "
+        f"{(w.get('memory_limit') or 0) / 1e6:.0f} MB"
+        for a, w in sorted(paused.items())
+    )
+
+
+def _running_elsewhere(dask_scheduler: Any, keys: list[Any]) -> bool:
+    """On the scheduler: is any unfinished task under `keys` running on a worker not paused?"""
+    seen: set[Any] = set()
+    stack = [dask_scheduler.tasks.get(k) for k in keys]
+    while stack:
+        ts = stack.pop()
+        if ts is None or ts.key in seen or ts.state in ("memory", "erred", "forgotten"):
+            continue
+        seen.add(ts.key)
+        worker = ts.processing_on
+        if ts.state == "processing" and worker is not None and worker.status.name != "paused":
+            return True
+        stack.extend(ts.dependencies)
+    return False

@@ -1,0 +1,101 @@
+"""The data functions as KFP components: thin wrappers that compile to portable IR.
+
+Each body imports and calls the plain function, so the same IR runs under `headwater run`
+(local or `--executor dask`) and on Kubeflow or Vertex AI Pipelines, given an image with
+Headwater installed: set `HEADWATER_COMPONENT_IMAGE` when compiling (default
+`python:3.11-slim`, which installs `headwater[dask]` from the package index at start).
+"""
+
+from __future__ import annotations
+
+import os
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Markdown, Output
+
+#: The image the compiled components name; build one with Headwater installed for speed.
+BASE_IMAGE = os.environ.get("HEADWATER_COMPONENT_IMAGE", "python:3.11-slim")
+#: What a pod without Headwater installs first (Headwater checks it is installed instead).
+PACKAGES = ["headwater[dask]"]
+
+
+@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+def generate_higgs(
+    data: Output[Dataset], rows: int, seed: int = 0, partition_size_mb: int = 100
+) -> None:
+    """Synthetic Higgs data (label + 28 features) as Parquet parts, generated on the cluster."""
+    from headwater.components.data.higgs import generate_higgs as generate
+
+    data.metadata.update(generate(data.path, rows, seed=seed, partition_size_mb=partition_size_mb))
+
+
+@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+def ingest(
+    source: str,
+    data: Output[Dataset],
+    partition_size_mb: int = 100,
+    format: str = "auto",
+    column_names: str = "",
+) -> None:
+    """CSV or Parquet from a path or URL (s3://, gs://) to Parquet parts of a target size.
+
+    `column_names`: comma-separated names for a CSV without a header row.
+    """
+    from headwater.components.data.ingest import ingest as run
+
+    names = [n.strip() for n in column_names.split(",") if n.strip()] or None
+    data.metadata.update(
+        run(
+            source,
+            data.path,
+            partition_size_mb=partition_size_mb,
+            format=format,
+            column_names=names,
+        )
+    )
+
+
+@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+def preprocess(
+    data: Input[Dataset],
+    train: Output[Dataset],
+    validation: Output[Dataset],
+    test: Output[Dataset],
+    stats: Output[Markdown],
+    label: str = "label",
+    seed: int = 0,
+    train_fraction: float = 0.8,
+    validation_fraction: float = 0.1,
+) -> None:
+    """Nulls, derived features, a deterministic train/validation/test split, column statistics."""
+    from headwater.components.data.preprocess import preprocess as run
+
+    fractions = (train_fraction, validation_fraction, 1 - train_fraction - validation_fraction)
+    done = run(
+        data.path,
+        train.path,
+        validation.path,
+        test.path,
+        stats.path,
+        label=label,
+        fractions=fractions,
+        seed=seed,
+    )
+    for split, artifact in (("train", train), ("validation", validation), ("test", test)):
+        artifact.metadata.update({"rows": done["rows"][split], "columns": done["columns"]})
+
+
+@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+def groupby_summary(
+    data: Input[Dataset],
+    table: Output[Dataset],
+    report: Output[Markdown],
+    label: str = "label",
+    bin_column: str = "m_bb",
+    bins: int = 10,
+) -> None:
+    """Feature means by label and by a binned feature: a CSV table and a Markdown report."""
+    from headwater.components.data.summary import groupby_summary as run
+
+    result = run(data.path, table.path, report.path, label=label, bin_column=bin_column, bins=bins)
+    table.metadata.update({"rows": len(result), "format": "csv"})

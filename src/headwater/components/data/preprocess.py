@@ -1,0 +1,299 @@
+"""Clean, derive features and split a Parquet dataset into train/validation/test, streaming.
+
+One task per input file reads it in batches (pandas) or whole (cuDF, which spills on its own),
+and writes its rows to the three split directories: memory per task stays near one batch,
+whatever the partition size, and nothing is held between tasks. The split of a row depends only
+on `seed` and its position in the dataset, so it is the same on any cluster, any partitioning
+of the same rows, and on pandas or cuDF.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headwater.components.data import _backend, _dataset
+from headwater.errors import InvalidArgumentError
+
+SPLITS = ("train", "validation", "test")
+BATCH_ROWS = 131_072
+_STATS = ("count", "sum", "sumsq", "min", "max")
+
+
+def split_uniform(seed: int, start: int, rows: int) -> Any:
+    """A uniform [0, 1) number per row `start .. start + rows`, from (seed, row) alone
+    (SplitMix64, so it needs no random state carried between partitions)."""
+    import numpy as np
+
+    z = np.arange(start, start + rows, dtype=np.uint64)
+    # Array arithmetic wraps modulo 2**64 (NumPy scalars would warn), so fold the seed in here.
+    z += np.uint64((seed * 0xD1B54A32D192ED03 + 0x9E3779B97F4A7C15) % 2**64)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def add_features(frame: Any) -> Any:
+    """The derived features, where the Higgs columns they need are present.
+
+    `jets_pt_sum` (scalar sum of the four jets' pT) and `n_btag` (b-tagged jets).
+    """
+    pts = [f"jet{j}pt" for j in range(1, 5)]
+    tags = [f"jet{j}b-tag" for j in range(1, 5)]
+    if all(c in frame.columns for c in pts):
+        frame["jets_pt_sum"] = frame[pts].sum(axis=1).astype("float32")
+    if all(c in frame.columns for c in tags):
+        frame["n_btag"] = (frame[tags] > 0).sum(axis=1).astype("float32")
+    return frame
+
+
+def _transform(frame: Any, start: int, label: str, fill: dict[str, float], seed: int) -> Any:
+    """(cleaned frame with derived features, split number per row as a NumPy array)."""
+
+    keep = frame[label].notna()
+    u = split_uniform(seed, start, len(frame))
+    if not bool(keep.all()):
+        mask = keep.to_numpy() if hasattr(keep, "to_numpy") else keep.values_host
+        frame, u = frame[keep].reset_index(drop=True), u[mask]
+    if fill:
+        frame = frame.fillna({c: v for c, v in fill.items() if c in frame.columns})
+    return add_features(frame), u
+
+
+def _partial(frame: Any) -> Any:
+    """count/sum/sumsq/min/max per numeric column, as a small pandas DataFrame."""
+    numeric = frame.select_dtypes("number").astype("float64")
+    parts = [
+        numeric.count(),
+        numeric.sum(),
+        (numeric * numeric).sum(),
+        numeric.min(),
+        numeric.max(),
+    ]
+    table = [p.to_pandas() if hasattr(p, "to_pandas") else p for p in parts]
+    import pandas as pd
+
+    return pd.DataFrame(dict(zip(_STATS, table, strict=True)))
+
+
+def _merge(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    out = a.copy()
+    for s in ("count", "sum", "sumsq"):
+        out[s] = a[s] + b[s]
+    out["min"] = a["min"].combine(b["min"], min)
+    out["max"] = a["max"].combine(b["max"], max)
+    return out
+
+
+def _preprocess_file(
+    fs: Any,
+    path: str,
+    index: int,
+    start: int,
+    outputs: dict[str, str],
+    label: str,
+    fill: dict[str, float],
+    cuts: tuple[float, float],
+    seed: int,
+    backend: str,
+) -> dict[str, Any]:
+    """Transform one input file into one part per split; returns its rows and partial stats."""
+    name = _dataset.PART_NAME.format(index)
+    rows = dict.fromkeys(SPLITS, 0)
+    stats = None
+    if backend == "cudf":
+        frame = _dataset.read_part(path, fs, backend)
+        total = len(frame)
+        frame, u = _transform(frame, start, label, fill, seed)
+        stats = _partial(frame)
+        import cupy
+
+        which = cupy.asarray(_which(u, cuts))
+        for k, split in enumerate(SPLITS):
+            part = frame[which == k]
+            rows[split] = len(part)
+            _dataset.write_part(part, fs, f"{outputs[split]}/{name}")
+        return {"rows": rows, "dropped": total - sum(rows.values()), "stats": stats}
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writers: dict[str, Any] = {}
+    handles: list[Any] = []
+    total = 0
+    try:
+        with fs.open(path, "rb") as fh:
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS):
+                frame = pa.Table.from_batches([batch]).to_pandas(self_destruct=True)
+                frame, u = _transform(frame, start + total, label, fill, seed)
+                total += batch.num_rows
+                stats = _merge(stats, _partial(frame))
+                which = _which(u, cuts)
+                for k, split in enumerate(SPLITS):
+                    table = pa.Table.from_pandas(frame[which == k], preserve_index=False)
+                    if split not in writers:
+                        out = fs.open(f"{outputs[split]}/{name}", "wb")
+                        handles.append(out)
+                        writers[split] = pq.ParquetWriter(
+                            out, table.schema, compression="snappy", use_dictionary=False
+                        )
+                    writers[split].write_table(table, row_group_size=_dataset.ROW_GROUP_ROWS)
+                    rows[split] += table.num_rows
+    finally:
+        for writer in writers.values():
+            writer.close()
+        for out in handles:
+            out.close()
+        _dataset.release_memory()
+    return {"rows": rows, "dropped": total - sum(rows.values()), "stats": stats}
+
+
+def _which(u: Any, cuts: tuple[float, float]) -> Any:
+    import numpy as np
+
+    return np.searchsorted(np.asarray(cuts), u, side="right")
+
+
+def preprocess(
+    url: str,
+    train: str,
+    validation: str,
+    test: str,
+    stats_path: str,
+    *,
+    label: str = "label",
+    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
+    seed: int = 0,
+    client: Any = None,
+    backend: str | None = None,
+) -> dict[str, Any]:
+    """Drop rows without a label, fill other nulls with the column mean, add derived
+    features, split deterministically, and write column statistics as Markdown.
+
+    Args:
+        url: The input Parquet dataset (a directory of parts, or one file).
+        train, validation, test: Output directories, one part per input file each.
+        stats_path: Where the Markdown column statistics go.
+        label: The label column; it must exist.
+        fractions: Shares of train, validation and test (they must sum to 1).
+        seed: Chooses the split.
+        client: A `distributed.Client`; None: `get_client()` (or a local `dask.config`
+            scheduler).
+        backend: "pandas", "cudf", or None to choose by the workers.
+
+    Returns:
+        `{"rows": {split: n}, "dropped", "filled": [columns], "columns": [names]}`.
+
+    Raises:
+        StorageError, UserError: The bad inputs `inspect_dataset` names.
+        InvalidArgumentError: `fractions` are not three non-negative shares summing to 1.
+    """
+    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-9:
+        raise InvalidArgumentError(
+            f"fractions must be three non-negative shares (train, validation, test) summing "
+            f"to 1, got {tuple(fractions)!r}"
+        )
+    dataset = _dataset.inspect_dataset(url, label=label)
+    dask = _backend.dask()
+    client = _backend.resolve_client(client)
+    backend = _backend.choose_backend(client, backend)
+    fill = _fill_values(dataset, label, backend, client)
+    outputs = {}
+    for split, target in zip(SPLITS, (train, validation, test), strict=True):
+        _, outputs[split] = _dataset.prepare_output(target)
+    cuts = (fractions[0], fractions[0] + fractions[1])
+    tasks = [
+        dask.delayed(_preprocess_file, pure=True)(
+            dataset.fs, path, i, start, outputs, label, fill, cuts, seed, backend
+        )
+        for i, (path, start) in enumerate(zip(dataset.files, dataset.offsets(), strict=True))
+    ]
+    (parts,) = _backend.compute(tasks, client=client)
+    rows = {s: sum(p["rows"][s] for p in parts) for s in SPLITS}
+    stats = None
+    for part in parts:
+        stats = _merge(stats, part["stats"])
+    dropped = sum(p["dropped"] for p in parts)
+    fs, path = _dataset.filesystem(stats_path)
+    with fs.open(path, "w") as fh:
+        fh.write(stats_markdown(stats, dataset, rows, dropped, fill))
+    return {
+        "rows": rows,
+        "dropped": dropped,
+        "filled": sorted(fill),
+        "columns": list(stats.index) if stats is not None else [],
+    }
+
+
+def _fill_values(
+    dataset: _dataset.ParquetDataset, label: str, backend: str, client: Any
+) -> dict[str, float]:
+    """Means of the feature columns the footers say have nulls (one streaming pass over them)."""
+    import pyarrow.types as pat
+
+    columns = [
+        f.name
+        for f in dataset.schema
+        if f.name != label
+        and dataset.nulls.get(f.name)
+        and (pat.is_floating(f.type) or pat.is_integer(f.type))
+    ]
+    if not columns:
+        return {}
+    dask = _backend.dask()
+    tasks = [
+        dask.delayed(_sums, pure=True)(path, dataset.fs, backend, columns) for path in dataset.files
+    ]
+    (parts,) = _backend.compute(tasks, client=client)
+    total = sum(p[0] for p in parts)
+    counts = sum(p[1] for p in parts)
+    means = total / counts.where(counts > 0)
+    return {c: float(means[c]) for c in columns}
+
+
+def _sums(path: str, fs: Any, backend: str, columns: list[str]) -> tuple[Any, Any]:
+    """(sum, non-null count) per column of one file, streamed."""
+    total = counts = 0
+    for frame in _dataset.iter_frames(path, fs, backend, columns):
+        values = frame.astype("float64")
+        s, n = values.sum(), values.count()
+        total = total + (s.to_pandas() if hasattr(s, "to_pandas") else s)
+        counts = counts + (n.to_pandas() if hasattr(n, "to_pandas") else n)
+    return total, counts
+
+
+def stats_markdown(
+    stats: Any,
+    dataset: _dataset.ParquetDataset,
+    rows: dict[str, int],
+    dropped: int,
+    fill: dict[str, float],
+) -> str:
+    """The column statistics artifact: splits, then one row per numeric output column."""
+    import math
+
+    lines = [
+        f"# Column statistics: {dataset.url}",
+        "",
+        f"{dataset.total_rows} input rows in {len(dataset.files)} file(s); "
+        f"{dropped} dropped (no label); nulls filled with the column mean in: "
+        f"{', '.join(sorted(fill)) or 'none'}.",
+        "",
+        "| split | rows |",
+        "|---|---:|",
+        *(f"| {s} | {n} |" for s, n in rows.items()),
+        "",
+        "| column | input nulls | count | mean | std | min | max |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    if stats is not None:
+        for name, r in stats.iterrows():
+            n = r["count"]
+            mean = r["sum"] / n if n else math.nan
+            var = max(r["sumsq"] / n - mean * mean, 0.0) if n else math.nan
+            lines.append(
+                f"| {name} | {dataset.nulls.get(str(name), 0)} | {int(n)} | {mean:.6g} | "
+                f"{math.sqrt(var):.6g} | {r['min']:.6g} | {r['max']:.6g} |"
+            )
+    return "\n".join(lines) + "\n"
