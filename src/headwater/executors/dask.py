@@ -215,6 +215,8 @@ class DaskExecutor(Executor):
         if status == "cancelled":
             self._check_scheduler()
             return _failed(launch, "Cancelled", "Dask cancelled the task")
+        if status == "lost":  # it finished, but the worker holding its result died
+            return _failed(launch, "WorkerLost", "the Dask worker holding its result died")
         error = future.exception(timeout=30)
         from distributed.scheduler import KilledWorker
 
