@@ -10,6 +10,7 @@ This package is the Python API; the `headwater` command is a thin layer over it:
     details = headwater.get_run(run.run_id)
     model_uri = details.tasks[-1].output_artifacts["model"][0]
     graph = headwater.lineage(model_uri, direction="upstream")
+    headwater.register_model("churn", model_uri, run_id=run.run_id)
 
 Every name below is loaded on first use, so `import headwater` imports neither KFP nor
 SQLAlchemy. Functions that only read (`list_runs`, `get_run`, `get_artifact`, `lineage`)
@@ -41,12 +42,20 @@ _EXPORTS = {
     "get_artifact": "headwater.api.artifacts",
     "ArtifactInfo": "headwater.api.artifacts",
     "clear_cache": "headwater.api.cache",
+    "register_model": "headwater.api.models",
+    "list_models": "headwater.api.models",
+    "get_model": "headwater.api.models",
+    "promote_model": "headwater.api.models",
+    "ModelInfo": "headwater.api.models",
+    "Promotion": "headwater.api.models",
 }
 
 __all__ = [
     "ArtifactInfo",
     "DeletedRun",
     "Lineage",
+    "ModelInfo",
+    "Promotion",
     "Run",
     "RunDetails",
     "RunInfo",
@@ -56,9 +65,13 @@ __all__ = [
     "compile",
     "delete_run",
     "get_artifact",
+    "get_model",
     "get_run",
     "lineage",
+    "list_models",
     "list_runs",
+    "promote_model",
+    "register_model",
     "resume",
     "run",
 ]
@@ -68,6 +81,14 @@ if TYPE_CHECKING:
     from headwater.api.cache import clear_cache
     from headwater.api.compiler import compile
     from headwater.api.lineage import Lineage, lineage
+    from headwater.api.models import (
+        ModelInfo,
+        Promotion,
+        get_model,
+        list_models,
+        promote_model,
+        register_model,
+    )
     from headwater.api.runs import (
         DeletedRun,
         RunDetails,

@@ -156,7 +156,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 def _label(node: dict[str, Any]) -> str:
     kind = node.get("kind")
     if kind == "artifact":
-        return f"artifact {node['id']} {node.get('schema_title', '')} {node.get('uri', '')}"
+        label = f"artifact {node['id']} {node.get('schema_title', '')} {node.get('uri', '')}"
+        for m in node.get("models", []):
+            label += f" [model {m['name']} v{m['version']}, {m['stage']}]"
+        return label
     if kind == "execution":
         state, run = node.get("state", ""), node.get("run_id", "")
         return f"task {node['id']} {node.get('task', '')} ({state}) run {run}"

@@ -40,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
-    from headwater.cli import inspect, secrets
+    from headwater.cli import inspect, models, secrets
 
     parser = _Parser(prog="headwater", description="Run Kubeflow Pipelines anywhere.")
     parser.add_argument(
@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     inspect.add_parsers(sub, _Parser)
+    models.add_parsers(sub, _Parser)
     secrets.add_parsers(sub, _Parser)
 
     comp = sub.add_parser("compile", help="compile a .py pipeline to KFP IR YAML")
@@ -281,6 +282,10 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from headwater.cli.secrets import cmd_secrets
 
         return cmd_secrets(args)
+    if args.command == "models":
+        from headwater.cli.models import cmd_models
+
+        return cmd_models(args)
     return _cmd_inspect(args)
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.errors import StorageError
 from headwater.metadata.base import (
     EXECUTION_STATES,
+    MODEL_STAGES,
     RUN_STATES,
     ArtifactRecord,
     Direction,
@@ -19,6 +20,7 @@ from headwater.metadata.base import (
     ExecutionRecord,
     LineageGraph,
     MetadataStore,
+    ModelRecord,
     RunRecord,
 )
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXECUTION_STATES",
+    "MODEL_STAGES",
     "RUN_STATES",
     "ArtifactRecord",
     "Direction",
@@ -34,6 +37,7 @@ __all__ = [
     "ExecutionRecord",
     "LineageGraph",
     "MetadataStore",
+    "ModelRecord",
     "RunRecord",
     "SqlMetadataStore",
     "is_default_store",

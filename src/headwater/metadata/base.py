@@ -10,7 +10,9 @@ What is recorded, after ML Metadata (state and event meanings kept, the dependen
 * an **artifact** per distinct URI (schema title, name, content digest, size, metadata,
   producing execution);
 * **events** linking executions and artifacts (INPUT or OUTPUT, with the slot name);
-* scalar **metrics** from Metrics artifacts, queryable per run.
+* scalar **metrics** from Metrics artifacts, queryable per run;
+* registered **models**: a name, a version per name (1, 2, ...), the artifact's URI,
+  framework, metrics, stage, and the run and execution that produced the artifact.
 
 To add a backend, subclass `MetadataStore` and implement every abstract method; the engine
 only talks to this interface (see `headwater.metadata.sql.SqlMetadataStore`).
@@ -28,11 +30,31 @@ RUN_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED")
 #: Execution states (MLMD's NEW/RUNNING/COMPLETE/FAILED/CACHED/CANCELED, plus SKIPPED).
 EXECUTION_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CACHED", "SKIPPED", "CANCELED")
 
+#: Model stages. At most one version of a name is in production; staging holds any number.
+MODEL_STAGES = ("none", "staging", "production")
+
+
+def model_stage(stage: str) -> str:
+    """`stage` lower-cased, checked to be one of `MODEL_STAGES`.
+
+    Raises:
+        InvalidArgumentError: It is not.
+    """
+    from headwater.errors import InvalidArgumentError
+
+    lowered = str(stage).strip().lower()
+    if lowered not in MODEL_STAGES:
+        raise InvalidArgumentError(
+            f"model stage {stage!r} does not exist (stages: {', '.join(MODEL_STAGES)})"
+        )
+    return lowered
+
+
 Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0003_execution_worker"
+SCHEMA_HEAD = "0004_models"
 
 
 @dataclass
@@ -106,6 +128,28 @@ class EventRecord:
     kind: Literal["INPUT", "OUTPUT"]
     slot: str
     index: int = 0
+
+
+@dataclass
+class ModelRecord:
+    """One registered version of a named model. `id` and `version` are assigned by the store.
+
+    `run_id` and `execution_id` name where the artifact at `uri` came from: the run that
+    registered it and that run's execution with an OUTPUT event to the artifact (None when
+    registered outside a run, or when that run was deleted).
+    """
+
+    name: str
+    uri: str
+    version: int = 0
+    framework: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    stage: str = "none"
+    run_id: str | None = None
+    execution_id: int | None = None
+    id: int | None = None
+    created_at: float = 0.0
+    stage_changed_at: float = 0.0
 
 
 @dataclass
@@ -282,6 +326,50 @@ class MetadataStore(abc.ABC):
 
         Upstream of an artifact: its producer execution, that execution's input artifacts
         and parameters, their producers, ... and the runs the executions belong to.
+        """
+
+    # -- model registry -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def register_model(self, model: ModelRecord) -> tuple[ModelRecord, bool]:
+        """Register `model.uri` as the next version of `model.name` (its `version` ignored).
+
+        The version is the name's highest plus one, assigned atomically: concurrent
+        registrations of one name get distinct versions. Registering a URI already
+        registered under the name registers nothing and returns that version (a retried
+        task does not make a second one). A model registered in `production` demotes the
+        name's production version to `none`. With `run_id` and no `execution_id`, the run's
+        execution that output the artifact is filled in once it is recorded.
+
+        Returns:
+            The registered (or already registered) model, and True if it is new.
+
+        Raises:
+            NotFoundError: `model.run_id` or `model.execution_id` is not in the store.
+            InvalidArgumentError: The stage is not one of `MODEL_STAGES`.
+        """
+
+    @abc.abstractmethod
+    def list_models(self, *, name: str | None = None) -> list[ModelRecord]:
+        """Registered models by name, then newest version first; only `name`'s if given."""
+
+    @abc.abstractmethod
+    def get_model(self, name: str, version: int | None = None) -> ModelRecord | None:
+        """One version of a model (the newest if `version` is None), or None."""
+
+    @abc.abstractmethod
+    def promote_model(
+        self, name: str, version: int, stage: str
+    ) -> tuple[ModelRecord, list[ModelRecord]]:
+        """Move a version to `stage`; to `production` demotes the name's production version
+        to `none` in the same transaction.
+
+        Returns:
+            The model as promoted, and the versions it demoted (as they are now).
+
+        Raises:
+            NotFoundError: No such name, or no such version of it (the message lists them).
+            InvalidArgumentError: The stage is not one of `MODEL_STAGES`.
         """
 
     def batch(self) -> contextlib.AbstractContextManager[None]:

@@ -36,6 +36,7 @@ from headwater.metadata.base import (
     ExecutionRecord,
     LineageGraph,
     MetadataStore,
+    ModelRecord,
     RunRecord,
 )
 
@@ -249,3 +250,17 @@ class DeferredSqlStore(MetadataStore):
         self, ref: int | str, *, direction: Direction = "both", depth: int = 10
     ) -> LineageGraph:
         return self.opened().lineage(ref, direction=direction, depth=depth)
+
+    def register_model(self, model: ModelRecord) -> tuple[ModelRecord, bool]:
+        return self.opened().register_model(model)
+
+    def list_models(self, *, name: str | None = None) -> list[ModelRecord]:
+        return self.opened().list_models(name=name)
+
+    def get_model(self, name: str, version: int | None = None) -> ModelRecord | None:
+        return self.opened().get_model(name, version)
+
+    def promote_model(
+        self, name: str, version: int, stage: str
+    ) -> tuple[ModelRecord, list[ModelRecord]]:
+        return self.opened().promote_model(name, version, stage)

@@ -14,7 +14,7 @@ from sqlalchemy import ColumnElement, Connection, Row, RowMapping, Select, selec
 from headwater.errors import NotFoundError
 from headwater.metadata.base import Direction, LineageGraph
 from headwater.metadata.queries import artifact_key, chunks
-from headwater.metadata.schema import ARTIFACTS, EVENTS, EXECUTIONS, PIPELINES, RUNS
+from headwater.metadata.schema import ARTIFACTS, EVENTS, EXECUTIONS, MODELS, PIPELINES, RUNS
 
 # The columns a lineage node shows.
 _EXECUTION_NODE = (
@@ -143,6 +143,7 @@ class _Walk:
         for r in self._fetch(select(*_ARTIFACT_NODE), ARTIFACTS.c.id, ids):
             node = {**r, "id": f"a:{r['id']}"}
             nodes[node["id"]] = {"id": node["id"], "kind": "artifact", **node}
+        self._registered(nodes)
         runs = select(RUNS.c.run_id, PIPELINES.c.name, RUNS.c.state).join(
             PIPELINES, PIPELINES.c.id == RUNS.c.pipeline_id
         )
@@ -154,6 +155,15 @@ class _Walk:
                 "state": r["state"],
             }
         return LineageGraph(nodes=[n for n in nodes.values() if n], edges=edges)
+
+    def _registered(self, nodes: dict[str, dict[str, Any]]) -> None:
+        """Add `models` (`[{"name", "version", "stage"}]`) to artifacts registered as models."""
+        by_uri = {n["uri"]: n for n in nodes.values() if n.get("kind") == "artifact"}
+        query = select(MODELS.c.uri, MODELS.c.name, MODELS.c.version, MODELS.c.stage)
+        rows = list(self._fetch(query.order_by(MODELS.c.id), MODELS.c.uri, list(by_uri)))
+        for r in rows:
+            entry = {"name": r["name"], "version": r["version"], "stage": r["stage"]}
+            by_uri[r["uri"]].setdefault("models", []).append(entry)
 
     def _fetch(
         self, query: Select[Any], key: ColumnElement[Any], ids: list[Any]

@@ -151,3 +151,22 @@ METRICS = Table(
     Column("name", String, nullable=False),
     Column("value", Double),
 )
+
+#: A registered model version: a name, its version (1, 2, ... per name), the artifact URI, and
+#: the run and execution that produced it. Deleting the run keeps the model, without them.
+MODELS = Table(
+    "models",
+    METADATA,
+    Column("id", Integer, primary_key=True),
+    Column("name", String, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("uri", String, nullable=False, index=True),
+    Column("framework", String, nullable=False),
+    Column("metrics", Json, nullable=False),
+    Column("stage", String, nullable=False),
+    Column("run_id", String, ForeignKey("runs.run_id", ondelete="SET NULL"), index=True),
+    Column("execution_id", Integer, ForeignKey("executions.id", ondelete="SET NULL"), index=True),
+    Column("created_at", Double, nullable=False),
+    Column("stage_changed_at", Double, nullable=False),
+    UniqueConstraint("name", "version"),
+)

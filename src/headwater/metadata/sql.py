@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
 from headwater.errors import InvalidArgumentError, NotFoundError, RunClaimedError, UserError
+from headwater.metadata import models
 from headwater.metadata.base import (
     ArtifactRecord,
     Direction,
@@ -24,7 +25,9 @@ from headwater.metadata.base import (
     ExecutionRecord,
     LineageGraph,
     MetadataStore,
+    ModelRecord,
     RunRecord,
+    model_stage,
 )
 from headwater.metadata.connect import Database, mask_url, sqlite_file
 from headwater.metadata.lineage import lineage_graph
@@ -38,7 +41,15 @@ from headwater.metadata.queries import (
     select_runs,
 )
 from headwater.metadata.reconcile import INTERRUPTED_TASK_ERROR
-from headwater.metadata.schema import ARTIFACTS, EVENTS, EXECUTIONS, METRICS, PIPELINES, RUNS
+from headwater.metadata.schema import (
+    ARTIFACTS,
+    EVENTS,
+    EXECUTIONS,
+    METRICS,
+    MODELS,
+    PIPELINES,
+    RUNS,
+)
 
 # `mask_url` and `sqlite_file` live in `connect`; they stay importable from here.
 __all__ = ["SqlMetadataStore", "ir_digest", "mask_url", "sqlite_file"]
@@ -288,7 +299,9 @@ class SqlMetadataStore(MetadataStore):
             made = exists().where(
                 EXECUTIONS.c.id == ARTIFACTS.c.producer, EXECUTIONS.c.run_id != run_id
             )
-            kept = select(ARTIFACTS.c.id).where(or_(used, made))
+            # A registered model keeps its artifact: the registry (and a server) points at it.
+            registered = exists().where(MODELS.c.uri == ARTIFACTS.c.uri)
+            kept = select(ARTIFACTS.c.id).where(or_(used, made, registered))
             doomed = touched - scalars(conn, kept, ARTIFACTS.c.id, touched)
             uris = sorted(scalars(conn, select(ARTIFACTS.c.uri), ARTIFACTS.c.id, doomed))
             # Explicit, in dependency order, so it also holds where foreign keys are off.
@@ -302,10 +315,14 @@ class SqlMetadataStore(MetadataStore):
                 conn.execute(
                     update(ARTIFACTS).where(ARTIFACTS.c.producer.in_(chunk)).values(producer=None)
                 )
+                conn.execute(
+                    update(MODELS).where(MODELS.c.execution_id.in_(chunk)).values(execution_id=None)
+                )
             for chunk in chunks(doomed):
                 conn.execute(delete(EVENTS).where(EVENTS.c.artifact_id.in_(chunk)))
                 conn.execute(delete(ARTIFACTS).where(ARTIFACTS.c.id.in_(chunk)))
             conn.execute(delete(METRICS).where(METRICS.c.run_id == run_id))
+            conn.execute(update(MODELS).where(MODELS.c.run_id == run_id).values(run_id=None))
             conn.execute(delete(EXECUTIONS).where(EXECUTIONS.c.run_id == run_id))
             conn.execute(delete(RUNS).where(RUNS.c.run_id == run_id))
             return uris
@@ -686,6 +703,59 @@ class SqlMetadataStore(MetadataStore):
             )
         return self._db.transaction(
             lambda conn: lineage_graph(conn, ref, direction, depth, self.url)
+        )
+
+    # -- model registry -------------------------------------------------------------------
+
+    def register_model(self, model: ModelRecord) -> tuple[ModelRecord, bool]:
+        """Register the next version of `model.name` (see `MetadataStore.register_model`).
+
+        Raises:
+            NotFoundError: Its run or execution is not in the store.
+            InvalidArgumentError: An empty name or URI, or a stage that does not exist.
+        """
+        if not model.name or not model.uri:
+            raise InvalidArgumentError(
+                f"a model needs a name and a URI, got name={model.name!r} uri={model.uri!r}"
+            )
+        model_stage(model.stage)
+        named = [f"run {model.run_id!r}"] if model.run_id is not None else []
+        named += [f"execution {model.execution_id}"] if model.execution_id is not None else []
+        refers = " or ".join(named)  # "": a unique key still taken is our fault, not the user's
+        return self._db.transaction(
+            lambda conn: models.register(conn, model), write=True, refers_to=refers
+        )
+
+    def list_models(self, *, name: str | None = None) -> list[ModelRecord]:
+        """Registered models by name, newest version first; only `name`'s if given."""
+        where = [] if name is None else [MODELS.c.name == name]
+        return self._db.transaction(lambda conn: models.select_models(conn, *where))
+
+    def get_model(self, name: str, version: int | None = None) -> ModelRecord | None:
+        """One version of a model, the newest if `version` is None; None if not registered."""
+        where = [MODELS.c.name == name]
+        if version is not None:
+            where.append(MODELS.c.version == version)
+
+        def read(conn: Connection) -> ModelRecord | None:
+            found = models.select_models(conn, *where)
+            return found[0] if found else None
+
+        return self._db.transaction(read)
+
+    def promote_model(
+        self, name: str, version: int, stage: str
+    ) -> tuple[ModelRecord, list[ModelRecord]]:
+        """Move a version to `stage`, demoting the production version when promoting to
+        production, in one transaction (see `MetadataStore.promote_model`).
+
+        Raises:
+            NotFoundError: No such name or version (the message lists what is registered).
+            InvalidArgumentError: The stage does not exist.
+        """
+        model_stage(stage)
+        return self._db.transaction(
+            lambda conn: models.promote(conn, name, version, stage, self.url), write=True
         )
 
     def batch(self) -> contextlib.AbstractContextManager[None]:

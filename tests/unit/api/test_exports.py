@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import headwater
-from headwater.api import artifacts, cache, compiler, lineage, runs
+from headwater.api import artifacts, cache, compiler, lineage, models, runs
 from headwater.engine import runner
 
 EXPORTED = {
@@ -30,6 +30,12 @@ EXPORTED = {
     "get_artifact": artifacts,
     "ArtifactInfo": artifacts,
     "clear_cache": cache,
+    "register_model": models,
+    "list_models": models,
+    "get_model": models,
+    "promote_model": models,
+    "ModelInfo": models,
+    "Promotion": models,
 }
 
 

@@ -15,7 +15,16 @@ from headwater.errors import StorageError
 from headwater.metadata import migrations, schema
 from headwater.metadata.sql import SqlMetadataStore
 
-TABLES = {"pipelines", "runs", "executions", "artifacts", "events", "metrics", "alembic_version"}
+TABLES = {
+    "pipelines",
+    "runs",
+    "executions",
+    "artifacts",
+    "events",
+    "metrics",
+    "models",
+    "alembic_version",
+}
 
 
 def diffs(url: str, metadata: sa.MetaData) -> list[object]:
