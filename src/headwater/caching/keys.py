@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from headwater.artifacts.base import content_digest
+from headwater.config import TASK_RUN_ENV
 from headwater.task import Launch
 
 
@@ -47,7 +48,7 @@ def cache_key(launch: Launch, digest: Callable[[str], str | None] = local_digest
         "command": container.get("command") or [],
         "args": container.get("args") or [],
         # Env is part of the key: KFP's own key leaves it out and serves stale results (#14339).
-        "env": sorted(launch.env.items()),
+        "env": sorted((k, v) for k, v in launch.env.items() if k not in TASK_RUN_ENV),
         "parameters": inputs.get("parameterValues") or {},
         "artifacts": {
             name: [artifact_fingerprint(a, digest) for a in spec.get("artifacts", [])]

@@ -88,7 +88,7 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
     }
     ctx = context.placeholders(task, executor_input)
     env = {str(e["name"]): str(e.get("value", "")) for e in container.get("env") or []}
-    env = {k: str(resolve_value(v, ctx)) for k, v in env.items()}
+    env = {k: str(resolve_value(v, ctx)) for k, v in env.items()} | dict(context.env)
     settings = ir.kubernetes.get(label)
     return Launch(
         task_id=task.id,

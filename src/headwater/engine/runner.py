@@ -324,6 +324,7 @@ def _run_ir(
         create_time_utc=created.isoformat().replace("+00:00", "Z"),
         artifact_uri=artifacts.uri_for,
         python_path=python_path,
+        env=_task_run_env(run_id, metadata),
     )
     machine = RunStateMachine(ir, bound, context, artifact_inputs=input_artifacts)
     result = Run(
@@ -350,6 +351,15 @@ def _run_ir(
     )
     loop.run()
     return result
+
+
+def _task_run_env(run_id: str, metadata: MetadataStore | str | None) -> dict[str, str]:
+    """What every task is told of its run (`config.TASK_RUN_ENV`): its id and, unless the
+    caller passed a store object (whose URL may hide a password), the store's URL."""
+    env = {config.RUN_ID_ENV: run_id}
+    if not isinstance(metadata, MetadataStore):
+        env[config.METADATA_URL_ENV] = metadata or config.metadata_url()
+    return env
 
 
 def _make_run_dir(run_dir: Path) -> None:
