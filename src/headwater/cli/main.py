@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import os
 import signal
 import sys
@@ -241,6 +240,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _quiet_dask() -> None:
     """Silence Dask's loggers: its client logs each failed reconnection with a traceback, and
     the CLI says what went wrong in one line of its own instead."""
+    import logging  # here: `headwater run` on one machine never imports it
+
     with contextlib.suppress(ImportError):
         import distributed  # noqa: F401  (it sets its loggers' levels when imported)
     names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]
