@@ -1,0 +1,164 @@
+"""The XGBoost functions on a real LocalCluster, and the components in a pipeline on Dask.
+
+The functions' tests share one in-process LocalCluster of two worker processes (the scheduler
+and the client live in this process; neither warned here, so no warning filter is needed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from cli_harness import Cli, pipeline, run_ok
+from dask_cluster import DaskCluster, dask_cluster  # noqa: F401
+
+xgb = pytest.importorskip("xgboost")
+dask = pytest.importorskip("dask")
+pytest.importorskip("sklearn")
+
+from sklearn.metrics import roc_auc_score  # noqa: E402
+
+from headwater.components.xgboost import hyperparameters  # noqa: E402
+from headwater.components.xgboost.evaluation import evaluate_classifier  # noqa: E402
+from headwater.components.xgboost.training import TrainingResult, train_xgboost  # noqa: E402
+from headwater.errors import InvalidArgumentError, UserError  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+PARAMS = {"max_depth": 6, "learning_rate": 0.3}
+
+
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20k Higgs rows, preprocessed into train/validation/test (3 parts each), made here."""
+    from headwater.components.data.higgs import generate_higgs
+    from headwater.components.data.preprocessing import preprocess
+
+    root = tmp_path_factory.mktemp("xgb")
+    with dask.config.set(scheduler="synchronous"):
+        generate_higgs(str(root / "raw"), 20_000, seed=5, partition_size_mb=1)
+        preprocess(
+            str(root / "raw"),
+            *(str(root / s) for s in ("train", "validation", "test")),
+            str(root / "stats.md"),
+        )
+    return root
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    from headwater.compute import cluster
+
+    with cluster(n_workers=2, threads_per_worker=1, memory_limit="1GB") as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def trained(splits: Path, client: Any) -> TrainingResult:
+    return train_xgboost(
+        str(splits / "train"),
+        str(splits / "validation"),
+        str(splits / "model"),
+        params=PARAMS,
+        rounds=200,
+        early_stopping_rounds=5,
+        client=client,
+    )
+
+
+def test_training_uses_both_workers_and_saves_the_best_model(
+    trained: TrainingResult, splits: Path
+) -> None:
+    meta = trained.metadata
+    assert trained.workers == 2 and meta["workers"] == 2
+    assert meta["framework"] == "xgboost" and meta["framework_version"] == xgb.__version__
+    assert meta["objective"] == "binary:logistic" and meta["device"] == "cpu"
+    assert meta["feature_names"][-2:] == ["jets_pt_sum", "n_btag"]
+    assert len(meta["feature_names"]) == 30 and "label" not in meta["feature_names"]
+    best, trained_rounds = meta["best_iteration"], meta["rounds_trained"]
+    assert best + 1 + 5 == trained_rounds < 200  # stopped: 5 rounds without improvement
+    validation = trained.history["validation"]["logloss"]
+    assert len(validation) == trained_rounds and min(validation) == validation[best]
+    assert trained.metrics["validation_logloss"] == validation[best]
+    saved = xgb.Booster(model_file=str(splits / "model" / "model.ubj"))
+    assert saved.num_boosted_rounds() == best + 1
+    assert saved.feature_names == meta["feature_names"]
+    assert (splits / "model" / "metadata.json").exists()
+
+
+def test_distributed_training_matches_one_process(trained: TrainingResult, splits: Path) -> None:
+    train, valid = pd.read_parquet(splits / "train"), pd.read_parquet(splits / "validation")
+    params = {**hyperparameters.merged(PARAMS), "nthread": 2}
+    local = xgb.train(
+        params,
+        xgb.QuantileDMatrix(train.drop(columns="label"), train["label"]),
+        trained.metadata["best_iteration"] + 1,
+    )
+    x, y = valid.drop(columns="label"), valid["label"]
+    ours = roc_auc_score(y, trained.booster.inplace_predict(x))
+    assert ours == pytest.approx(roc_auc_score(y, local.inplace_predict(x)), abs=0.01)
+    assert ours > 0.75
+
+
+def test_evaluation_matches_scikit_learn(
+    trained: TrainingResult, splits: Path, client: Any
+) -> None:
+    result = evaluate_classifier(str(splits / "model"), str(splits / "test"), client=client)
+    test = pd.read_parquet(splits / "test")
+    scores = xgb.Booster(model_file=str(splits / "model" / "model.ubj")).inplace_predict(
+        test.drop(columns="label")
+    )
+    exact = roc_auc_score(test["label"], scores)
+    assert abs(result.auc - exact) <= result.metrics["auc_max_error"] + 1e-12
+    assert result.metrics["rows"] == len(test)
+    assert sum(map(sum, result.confusion_matrix)) == len(test)
+    assert 100 <= len(result.roc["fpr"]) <= 202
+
+
+def test_a_rejected_hyperparameter_is_named(splits: Path, client: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"hyperparameter 'max_depth'=-1 is rejected"):
+        train_xgboost(
+            str(splits / "train"),
+            str(splits / "validation"),
+            params={"max_depth": -1},
+            client=client,
+        )
+
+
+def test_a_missing_label_is_named(splits: Path, client: Any) -> None:
+    with pytest.raises(UserError, match=r"^train split: label column 'signal' is absent"):
+        train_xgboost(
+            str(splits / "train"), str(splits / "validation"), label="signal", client=client
+        )
+
+
+def test_evaluating_what_is_not_a_model_is_named(splits: Path, client: Any) -> None:
+    with pytest.raises(UserError, match=r"is not an XGBoost model"):
+        evaluate_classifier(str(splits / "stats.md"), str(splits / "test"), client=client)
+
+
+def test_the_pipeline_trains_and_evaluates_on_the_runs_cluster(
+    headwater: Cli,
+    dask_cluster: DaskCluster,  # noqa: F811
+) -> None:
+    cli = headwater(
+        "run",
+        pipeline("xgboost_higgs"),
+        "--executor",
+        "dask",
+        "--scheduler",
+        dask_cluster.address,
+        "--json",
+        timeout=240,
+    )
+    result = run_ok(cli)
+    outputs = result["outputs"]
+    assert outputs["workers"] == 2
+    assert 0.75 < outputs["auc"] < 1
+    model = outputs["model"]
+    assert model["metadata"]["framework"] == "xgboost"
+    assert Path(model["uri"].removeprefix("file://"), "model.ubj").exists()
+    assert {t["executor"] for t in result["tasks"]} == {"dask"}
