@@ -2,7 +2,7 @@
 
 `from headwater.components.data import generate_higgs, ingest, preprocess, groupby_summary`
 gives the KFP components (for pipelines). The plain functions they call, usable in scripts
-and notebooks, live in the modules `higgs`, `ingest`, `preprocess` and `summary`; they compute
+and notebooks, live in the modules `higgs`, `ingestion`, `preprocessing` and `summary`; they compute
 on `headwater.compute.get_client()` and choose cuDF when every worker has a GPU.
 """
 

@@ -6,8 +6,7 @@ Headwater installed: set `HEADWATER_COMPONENT_IMAGE` when compiling (default
 `python:3.11-slim`, which installs `headwater[dask]` from the package index at start).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: KFP reads the parameter annotations as objects.
 import os
 
 from kfp import dsl
@@ -41,7 +40,7 @@ def ingest(
 
     `column_names`: comma-separated names for a CSV without a header row.
     """
-    from headwater.components.data.ingest import ingest as run
+    from headwater.components.data.ingestion import ingest as run
 
     names = [n.strip() for n in column_names.split(",") if n.strip()] or None
     data.metadata.update(
@@ -68,7 +67,7 @@ def preprocess(
     validation_fraction: float = 0.1,
 ) -> None:
     """Nulls, derived features, a deterministic train/validation/test split, column statistics."""
-    from headwater.components.data.preprocess import preprocess as run
+    from headwater.components.data.preprocessing import preprocess as run
 
     fractions = (train_fraction, validation_fraction, 1 - train_fraction - validation_fraction)
     done = run(

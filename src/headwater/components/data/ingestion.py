@@ -105,8 +105,7 @@ def _copy_rows(in_fs: Any, pieces: list[tuple[str, int, int]], fs: Any, path: st
     with fs.open(path, "wb") as out:
         try:
             for name, lo, hi in pieces:
-                with in_fs.open(name, "rb") as fh:
-                    source = pq.ParquetFile(fh)
+                with _dataset.parquet_file(in_fs, name) as source:
                     groups, first, skip = [], 0, None
                     for g in range(source.num_row_groups):
                         n = source.metadata.row_group(g).num_rows

@@ -123,11 +123,13 @@ def _preprocess_file(
     handles: list[Any] = []
     total = 0
     try:
-        with fs.open(path, "rb") as fh:
-            for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS):
-                frame = pa.Table.from_batches([batch]).to_pandas(self_destruct=True)
+        with _dataset.parquet_file(fs, path) as source:
+            for group in _dataset.row_groups(source):
+                n = group.num_rows
+                frame = group.to_pandas(self_destruct=True)
+                del group
                 frame, u = _transform(frame, start + total, label, fill, seed)
-                total += batch.num_rows
+                total += n
                 stats = _merge(stats, _partial(frame))
                 which = _which(u, cuts)
                 for k, split in enumerate(SPLITS):

@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from headwater.components.data.ingest import ingest
-from headwater.components.data.preprocess import preprocess
+from headwater.components.data.ingestion import ingest
+from headwater.components.data.preprocessing import preprocess
 from headwater.components.data.summary import groupby_summary
 from headwater.errors import InvalidArgumentError, StorageError, UserError
 

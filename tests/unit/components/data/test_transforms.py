@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headwater.components.data.ingest import ingest
-from headwater.components.data.preprocess import SPLITS, add_features, preprocess, split_uniform
+from headwater.components.data.ingestion import ingest
+from headwater.components.data.preprocessing import SPLITS, add_features, preprocess, split_uniform
 from headwater.components.data.summary import groupby_summary
 
 
