@@ -176,7 +176,11 @@ def _train(
     """`xgboost.dask.train` on the two splits: (its output, the number of workers used)."""
     xgb = _library.xgboost()
     features, label = list(train_split.features), train_split.label
-    workers = len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1
+    info = client.scheduler_info(n_workers=-1).get("workers", {})
+    workers = len(info) or 1
+    threads = _threads(info)
+    if threads is not None:
+        params = {**params, "nthread": threads}
     matrices: list[Any] = []
     for split in (train_split, validation_split):
         cut = _splits.pieces(split, workers)
@@ -205,6 +209,22 @@ def _train(
             f"{hyperparameters.reason(str(exc))}"
         ) from exc
     return output, len(set(dtrain.worker_map) | set(dvalid.worker_map))
+
+
+def _threads(workers: dict[str, Any]) -> int | None:
+    """OpenMP threads per worker: the cores each advertises (its `CPU` resource, as Headwater's
+    own clusters do) when fewer than its Dask threads, else None (XGBoost takes the threads).
+
+    Headwater's LocalCluster gives a worker two threads per core, as tasks wait on I/O; OpenMP
+    threads that outnumber the cores only take turns on them (and fare worse than one thread
+    per core when other processes load the machine).
+    """
+    cores = [w.get("resources", {}).get("CPU") for w in workers.values()]
+    threads = [int(w.get("nthreads") or 0) for w in workers.values()]
+    if not cores or any(c is None for c in cores):
+        return None
+    fewest = max(1, int(min(cores)))
+    return fewest if fewest < min(threads) else None
 
 
 def _import_xgboost() -> None:
