@@ -292,7 +292,9 @@ def test_every_failure_shape_reaches_the_engine_as_a_task_error(headwater: Cli) 
     cli = headwater.run("task_failures")
 
     result = run_failed(cli)
-    assert "Traceback" not in cli.stderr
+    # No traceback of the engine's; the log tail of the first failed task (indented) may show
+    # the task's own, depending on which task failed first.
+    assert not [line for line in cli.stderr.splitlines() if line.startswith("Traceback")]
     errors = {t["name"]: t["error"] for t in result["tasks"]}
     assert set(errors) == {"raises", "exits", "exits-hard", "killed", "not-text"}
     for name, error in errors.items():
