@@ -14,10 +14,10 @@ def p(rows: int = 20000, rounds: int = 30) -> NamedTuple(
 ):
     gen = generate_higgs(rows=rows, seed=2, partition_size_mb=1).set_caching_options(False)
     prep = preprocess(data=gen.outputs["data"]).set_caching_options(False)
+    # The component's default params: KFP hands them over as a Struct (8 arrives as 8.0).
     train = train_xgboost(
         train=prep.outputs["train"],
         validation=prep.outputs["validation"],
-        params={"objective": "binary:logistic", "max_depth": 6, "learning_rate": 0.3},
         rounds=rounds,
         early_stopping_rounds=5,
     ).set_caching_options(False)

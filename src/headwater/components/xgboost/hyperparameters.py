@@ -37,9 +37,20 @@ _UNUSED = 'Parameters: { "'
 
 
 def merged(params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """DEFAULTS updated with `params` (a parameter set to None takes XGBoost's own default)."""
+    """DEFAULTS updated with `params` (a parameter set to None takes XGBoost's own default).
+
+    Whole floats become ints: KFP carries a dict parameter as a protobuf Struct, whose numbers
+    are all doubles, so `max_depth: 8` arrives as 8.0, which XGBoost refuses for an integer
+    parameter ("expect int but value='8.0'"); a float parameter takes 1 as well as 1.0.
+    """
     out = {**DEFAULTS, **(params or {})}
-    return {k: v for k, v in out.items() if v is not None}
+    return {k: _whole(v) for k, v in out.items() if v is not None}
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def check(params: Mapping[str, Any], features: list[str]) -> None:

@@ -59,3 +59,16 @@ def test_a_rejected_hyperparameter_is_named(params: dict[str, object], expected:
 def test_a_typo_suggests_the_parameter_meant() -> None:
     with pytest.raises(InvalidArgumentError, match=r"did you mean 'max_depth'"):
         hyperparameters.check(hyperparameters.merged({"max_dept": 3}), FEATURES)
+
+
+def test_whole_numbers_from_kfp_become_integers() -> None:
+    # KFP passes a dict parameter as a protobuf Struct: every number arrives as a double.
+    from google.protobuf import json_format, struct_pb2
+
+    struct = struct_pb2.Struct()
+    struct.update(hyperparameters.DEFAULTS)
+    through_kfp = json_format.MessageToDict(struct)
+    assert through_kfp["max_depth"] == 8.0 and isinstance(through_kfp["max_depth"], float)
+    params = hyperparameters.merged(through_kfp)
+    assert params == hyperparameters.DEFAULTS and isinstance(params["max_depth"], int)
+    hyperparameters.check(params, FEATURES)
