@@ -115,6 +115,7 @@ def test_data_larger_than_the_workers_memory_completes(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.timeout(300)  # about 10 s on a quiet 2-core machine; much more when shared
 def test_work_stuck_on_paused_workers_fails_instead_of_hanging(tmp_path: Path) -> None:
     shown = _python(
         """
