@@ -309,9 +309,11 @@ def release_memory() -> None:
 
 def meta(dataset: ParquetDataset, backend: str, columns: list[str] | None = None) -> Any:
     """An empty frame of the dataset's columns and types, so Dask need not read a file for it."""
+    import pyarrow as pa
+
     schema = dataset.schema
     if columns is not None:
-        schema = schema.__class__([schema.field(c) for c in columns])
+        schema = pa.schema([schema.field(c) for c in columns])
     empty = schema.empty_table().to_pandas()
     if backend == "cudf":
         import cudf

@@ -187,12 +187,6 @@ def placed(
 
 def _meta(split: Split, backend: str, columns: list[str]) -> Any:
     """An empty frame of `columns` with the split's types, so Dask need not read a file."""
-    import pyarrow as pa
+    from headwater.components.data._dataset import meta
 
-    schema = split.dataset.schema
-    empty = pa.schema([schema.field(c) for c in columns]).empty_table().to_pandas()
-    if backend == "cudf":
-        import cudf
-
-        return cudf.DataFrame.from_pandas(empty)
-    return empty
+    return meta(split.dataset, backend, columns)
