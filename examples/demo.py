@@ -30,8 +30,8 @@ STAGES = (
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=300_000, help="Higgs rows to generate")
-    parser.add_argument("--rounds", type=int, default=60, help="XGBoost boosting rounds")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="Higgs rows to generate")
+    parser.add_argument("--rounds", type=int, default=100, help="XGBoost boosting rounds")
     parser.add_argument("--executor", default="dask", help="local or dask (default)")
     args = parser.parse_args()
 

@@ -19,8 +19,8 @@ from headwater.components.xgboost import evaluate_classifier, train_xgboost
 
 @dsl.pipeline(name="higgs-xgboost")
 def higgs_xgboost(
-    rows: int = 300_000,
-    rounds: int = 60,
+    rows: int = 1_000_000,
+    rounds: int = 100,
     auc_threshold: float = 0.7,
     model_name: str = "higgs-xgboost",
     max_depth: int = 6,
