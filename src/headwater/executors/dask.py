@@ -185,7 +185,7 @@ class DaskExecutor(Executor):
         self._flush()
         if not self._futures:
             return []
-        results: list[TaskResult] = []
+        ended: list[tuple[Launch, Any]] = []
         block = True
         while True:
             try:
@@ -194,18 +194,29 @@ class DaskExecutor(Executor):
                 break
             block = False
             entry = self._futures.pop(future.key, None)
-            if entry is None:
-                continue  # cancelled earlier
-            results.append(self._outcome(entry[0], future))
-        if not results:
+            if entry is not None:  # else: cancelled earlier
+                ended.append((entry[0], future))
+        if not ended:
             self._check_scheduler()
-        return results
+            return []
+        values = self._gather([f for _, f in ended if f.status == "finished"])
+        return [self._outcome(launch, future, values.get(future.key)) for launch, future in ended]
 
-    def _outcome(self, launch: Launch, future: Any) -> TaskResult:
+    def _gather(self, futures: list[Any]) -> dict[str, Any]:
+        """The results of finished attempts, fetched in one round trip (those it got)."""
+        if len(futures) < 2:
+            return {}  # one: `_outcome` fetches it
+        try:
+            values = self._client.gather(futures)
+        except Exception:  # one of them is gone: `_outcome` fetches each and says which
+            return {}
+        return {f.key: v for f, v in zip(futures, values, strict=True)}
+
+    def _outcome(self, launch: Launch, future: Any, value: TaskResult | None = None) -> TaskResult:
         status = future.status
         if status == "finished":
             try:
-                result: TaskResult = future.result(timeout=30)
+                result: TaskResult = value if value is not None else future.result(timeout=30)
             except Exception as exc:  # the result could not be fetched from the worker
                 self._check_scheduler()
                 return _failed(launch, "WorkerLost", f"its result was lost: {exc}")
