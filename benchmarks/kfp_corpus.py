@@ -67,6 +67,7 @@ import argparse
 import ast
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -541,6 +542,10 @@ def run_headwater(entry: Entry, timeout: float, verbose: bool, ir: bool = False)
     return outcome
 
 
+#: Arguments added to every `headwater run` (`--headwater-args`, e.g. "--executor dask").
+HEADWATER_ARGS: list[str] = []
+
+
 def _run_headwater(entry: Entry, case: Case, timeout: float, verbose: bool, ir: bool) -> Outcome:
     """Run one pipeline through the CLI, in a fresh home and working directory."""
     if ir and entry.ir is None:
@@ -565,6 +570,7 @@ def _run_headwater(entry: Entry, case: Case, timeout: float, verbose: bool, ir: 
             text = value if isinstance(value, str) else json.dumps(value)
             command += ["--param", f"{name}={text}"]
         command += [_fill(flag, tmp) for flag in case.flags]
+        command += HEADWATER_ARGS
         env = dict(os.environ, HEADWATER_HOME=str(home), HW_KFP_CORPUS_ENV="set-by-kfp-corpus")
         for var in ("HEADWATER_METADATA_URL", "HEADWATER_PIPELINE_ROOT"):
             env.pop(var, None)
@@ -712,6 +718,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="pipelines at once")
     parser.add_argument("--kfp-local", action="store_true", help="also run under kfp.local")
     parser.add_argument(
+        "--headwater-args",
+        default="",
+        metavar="ARGS",
+        help="added to every headwater run, e.g. '--executor dask --scheduler tcp://HOST:8786'",
+    )
+    parser.add_argument(
         "--ir", action="store_true", help="run the compiled IR checked in beside each .py"
     )
     parser.add_argument("--list", action="store_true", help="list the corpus and exclusions")
@@ -719,6 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="a pasteable markdown report")
     parser.add_argument("-v", "--verbose", action="store_true", help="show each run's stderr")
     opts = parser.parse_args(argv)
+    HEADWATER_ARGS[:] = shlex.split(opts.headwater_args)
 
     entries = discover(opts.kfp_repo.resolve())
     corpus = [e for e in entries if not e.excluded]
