@@ -98,7 +98,7 @@ class DaskExecutor(Executor):
         elif address:
             self._client = _connect(distributed, str(address))
         else:
-            self._cluster = _local_cluster()
+            self._cluster = _start_local_cluster()
             self._client = distributed.Client(self._cluster)
         try:
             self.address = str(self._client.scheduler.address)
@@ -521,6 +521,23 @@ def _probe(address: str) -> None:
         raise OSError(f"no Dask handshake within {CONNECT_TIMEOUT_S:g} s") from exc
     except Exception as exc:  # CommClosedError and friends: not a scheduler there
         raise OSError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+
+
+def _start_local_cluster() -> Any:
+    """`_local_cluster()`, or one line saying why it could not start.
+
+    Raises:
+        UserError: The worker processes did not start; most often a script without an
+            `if __name__ == "__main__":` guard, which Dask's spawned workers import again.
+    """
+    try:
+        return _local_cluster()
+    except RuntimeError as exc:
+        raise UserError(
+            f"could not start a local Dask cluster ({exc}); in a script, run the pipeline "
+            'under `if __name__ == "__main__":` (Dask\'s worker processes import the script '
+            "again), or pass --scheduler / scheduler= for a running cluster"
+        ) from exc
 
 
 def _local_cluster() -> Any:
