@@ -173,21 +173,15 @@ def run(
     Raises:
         UserError: The pipeline, its arguments or a store setting is invalid (nothing ran).
     """
-    options = {
-        "scheduler": scheduler,
-        "shared_fs": shared_fs,
-        "install_packages": install_packages,
-    }
-    # The local executor starts first: its fork server warms up while the pipeline loads.
-    own = _create(executor, options) if executor == "local" else None
-    try:
+    with contextlib.ExitStack() as stack:
+        if executor == "local":
+            # Started first: its fork server warms up while the pipeline loads.
+            executor = stack.enter_context(_create("local"))
         ir = load_pipeline(pipeline, pipeline_name=pipeline_name)
-        if own is None and isinstance(executor, str):
-            own = _create(executor, options)
         return run_ir(
             ir,
             arguments or {},
-            executor=own or executor,
+            executor=executor,
             max_parallel=max_parallel,
             cache=cache,
             enable_cache=enable_cache,
@@ -196,19 +190,16 @@ def run(
             hooks=hooks,
             install_packages=install_packages,
             strict_resources=strict_resources,
+            scheduler=scheduler,
+            shared_fs=shared_fs,
         )
-    finally:
-        if own is not None:
-            own.shutdown(kill=True)
 
 
-def _create(executor: str | Executor, options: Mapping[str, Any]) -> Executor | None:
-    """The executor named `executor`, made for this run (None when given an instance)."""
-    if isinstance(executor, Executor):
-        return None
+def _create(name: str, **options: Any) -> Executor:
+    """The executor called `name`, made for one run (which shuts it down after)."""
     from headwater.executors.registry import create_executor
 
-    return create_executor(executor, **options)
+    return create_executor(name, **options)
 
 
 def open_metadata(metadata: MetadataStore | str | None) -> MetadataStore:
@@ -249,108 +240,84 @@ def run_ir(
 ) -> Run:
     """`run` for an already loaded pipeline.
 
-    With `run_id`, resume that run, which the caller has claimed (`resume` does).
+    With `run_id`, resume that run, which the caller has claimed (`resume` does). An executor
+    given by name is made for this run and shut down after it; one given as an instance is not.
     """
-    own = _create(
-        executor,
-        {"scheduler": scheduler, "shared_fs": shared_fs, "install_packages": install_packages},
-    )
-    try:
-        return _run_ir(
-            ir,
-            arguments,
-            own or executor,  # type: ignore[arg-type]
-            max_parallel=max_parallel,
-            cache=cache,
-            enable_cache=enable_cache,
-            pipeline_root=pipeline_root,
-            metadata=metadata,
-            hooks=hooks,
-            install_packages=install_packages,
-            strict_resources=strict_resources,
-            run_id=run_id,
-        )
-    finally:
-        if own is not None:
-            own.shutdown(kill=True)
-
-
-def _run_ir(
-    ir: PipelineIR,
-    arguments: Mapping[str, Any],
-    backend: Executor,
-    *,
-    max_parallel: int | None,
-    cache: TaskCache | None,
-    enable_cache: bool,
-    pipeline_root: str | None,
-    metadata: MetadataStore | str | None,
-    hooks: Sequence[RunHooks],
-    install_packages: bool,
-    strict_resources: bool,
-    run_id: str | None,
-) -> Run:
     from headwater.artifacts import store_for
     from headwater.caching.resume import ResumeCache
     from headwater.caching.store import StoreTaskCache
     from headwater.engine.recorder import MetadataRecorder
     from headwater.executors.packages import prepare_packages
 
-    bound = bind_arguments(ir, arguments)
-    input_artifacts = _artifact_arguments(ir, arguments)
-    # Where tasks run elsewhere, their packages are resolved there (see the executor).
-    python_path = (
-        () if backend.resolves_packages else prepare_packages(ir, install=install_packages)
-    )
-    if max_parallel is not None and max_parallel < 1:
-        raise UserError(f"--max-parallel must be at least 1, got {max_parallel}")
-    root = pipeline_root or config.pipeline_root()
-    artifacts = store_for(root)
-    artifacts.check()
-    backend.check_root(artifacts.root)
-    _check_remote_inputs(artifacts, input_artifacts)
-    resuming = run_id is not None
-    run_id = run_id or str(uuid.uuid4())
-    created = datetime.now(timezone.utc)
-    run_dir = config.runs_dir() / run_id
-    # Before the store is opened, so that nothing is recorded for a run that cannot start.
-    _make_run_dir(run_dir)
-    store = open_metadata(metadata)
-    context = RunContext(
-        run_id=run_id,
-        job_name=f"{ir.name}-{created:%Y%m%d%H%M%S}",
-        pipeline_root=artifacts.root,
-        run_dir=run_dir,
-        create_time_utc=created.isoformat().replace("+00:00", "Z"),
-        artifact_uri=artifacts.uri_for,
-        python_path=python_path,
-        env=_task_run_env(run_id, metadata),
-    )
-    machine = RunStateMachine(ir, bound, context, artifact_inputs=input_artifacts)
-    result = Run(
-        run_id,
-        ir.name,
-        run_dir,
-        artifacts.root,
-        created_at=context.create_time_utc,
-        machine=machine,
-    )
-    pool = backend.admission(max_parallel=max_parallel, strict=strict_resources)
-    task_cache: TaskCache = cache or StoreTaskCache(store, artifacts)
-    if resuming:
-        task_cache = ResumeCache(store, artifacts, run_id, task_cache)
-    loop = EngineLoop(
-        machine,
-        backend,
-        pool,
-        task_cache,
-        enable_cache,
-        [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming, hooks=hooks), *hooks],
-        result,
-        resume=resuming,
-    )
-    loop.run()
-    return result
+    with contextlib.ExitStack() as stack:
+        backend = (
+            executor
+            if isinstance(executor, Executor)
+            else stack.enter_context(
+                _create(
+                    executor,
+                    scheduler=scheduler,
+                    shared_fs=shared_fs,
+                    install_packages=install_packages,
+                )
+            )
+        )
+
+        bound = bind_arguments(ir, arguments)
+        input_artifacts = _artifact_arguments(ir, arguments)
+        # Where tasks run elsewhere, their packages are resolved there (see the executor).
+        python_path = (
+            () if backend.resolves_packages else prepare_packages(ir, install=install_packages)
+        )
+        if max_parallel is not None and max_parallel < 1:
+            raise UserError(f"--max-parallel must be at least 1, got {max_parallel}")
+        root = pipeline_root or config.pipeline_root()
+        artifacts = store_for(root)
+        artifacts.check()
+        backend.check_root(artifacts.root)
+        _check_remote_inputs(artifacts, input_artifacts)
+        resuming = run_id is not None
+        run_id = run_id or str(uuid.uuid4())
+        created = datetime.now(timezone.utc)
+        run_dir = config.runs_dir() / run_id
+        # Before the store is opened, so that nothing is recorded for a run that cannot start.
+        _make_run_dir(run_dir)
+        store = open_metadata(metadata)
+        context = RunContext(
+            run_id=run_id,
+            job_name=f"{ir.name}-{created:%Y%m%d%H%M%S}",
+            pipeline_root=artifacts.root,
+            run_dir=run_dir,
+            create_time_utc=created.isoformat().replace("+00:00", "Z"),
+            artifact_uri=artifacts.uri_for,
+            python_path=python_path,
+            env=_task_run_env(run_id, metadata),
+        )
+        machine = RunStateMachine(ir, bound, context, artifact_inputs=input_artifacts)
+        result = Run(
+            run_id,
+            ir.name,
+            run_dir,
+            artifacts.root,
+            created_at=context.create_time_utc,
+            machine=machine,
+        )
+        pool = backend.admission(max_parallel=max_parallel, strict=strict_resources)
+        task_cache: TaskCache = cache or StoreTaskCache(store, artifacts)
+        if resuming:
+            task_cache = ResumeCache(store, artifacts, run_id, task_cache)
+        loop = EngineLoop(
+            machine,
+            backend,
+            pool,
+            task_cache,
+            enable_cache,
+            [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming, hooks=hooks), *hooks],
+            result,
+            resume=resuming,
+        )
+        loop.run()
+        return result
 
 
 def _task_run_env(run_id: str, metadata: MetadataStore | str | None) -> dict[str, str]:
