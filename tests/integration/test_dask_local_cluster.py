@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -39,30 +36,3 @@ def test_a_local_cluster_runs_the_pipeline_and_leaves_retries_to_the_task(
     (recorded,) = shown["tasks"]
     assert recorded["attempts"] == 2
     assert recorded["executor"] == "dask"
-
-
-def test_a_script_without_a_main_guard_gets_one_clear_error(tmp_path: Path) -> None:
-    """Dask's spawned workers import the calling script again: say so, not 'Nanny failed'."""
-    script = tmp_path / "unguarded.py"
-    script.write_text(
-        "import headwater\n"
-        "from headwater.errors import UserError\n"
-        "try:\n"
-        f"    headwater.run({pipeline('compute_client')!r}, executor='dask')\n"
-        "except UserError as exc:\n"
-        "    print('refused:', exc)\n"
-    )
-    env = {**os.environ, "HEADWATER_HOME": str(tmp_path / "home")}
-    env.pop("HEADWATER_DASK_SCHEDULER", None)
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    refused = [line for line in proc.stdout.splitlines() if line.startswith("refused:")]
-    assert refused, proc.stdout + proc.stderr
-    assert 'if __name__ == "__main__":' in refused[-1]
