@@ -3,12 +3,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Installed before anything that depends on torch: a CPU build (from local disk where there is
+# one); left to pip, a dependency on torch pulls a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
 
 .PHONY: demo test lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH)"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	touch $(STAMP)
 
