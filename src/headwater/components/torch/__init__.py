@@ -1,8 +1,9 @@
 """PyTorch on Headwater: Lightning training, distributed data-parallel jobs, explanations.
 
 `from headwater.components.torch import train_lightning, evaluate_lightning, explain_model,
-pytorch_job` gives the KFP components (for pipelines). The plain functions they call live in
-the modules `training`, `job`, `explain` and `model_file`, usable in scripts and notebooks.
+pytorch_job, prepare_digits` gives the KFP components (for pipelines). The plain functions
+they call live in the modules `training`, `evaluation`, `job`, `explain` and `model_file`,
+usable in scripts and notebooks.
 Needs the `torch` extra: `pip install torch==2.13.0 'headwater[torch]'`.
 """
 
@@ -10,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["evaluate_lightning", "explain_model", "pytorch_job", "train_lightning"]
+__all__ = [
+    "evaluate_lightning",
+    "explain_model",
+    "prepare_digits",
+    "pytorch_job",
+    "train_lightning",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -27,9 +27,7 @@ def lightning() -> Any:
     try:
         import lightning.pytorch as pl
     except ImportError as exc:
-        raise MissingDependencyError(
-            f"Lightning training needs 'lightning'. {_INSTALL}"
-        ) from exc
+        raise MissingDependencyError(f"Lightning training needs 'lightning'. {_INSTALL}") from exc
     return pl
 
 

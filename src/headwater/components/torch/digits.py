@@ -44,13 +44,15 @@ def splits(test_fraction: float = 0.2, val_fraction: float = 0.1, seed: int = 0)
     }
 
 
-def prepare(path: str, test_fraction: float = 0.2, val_fraction: float = 0.1, seed: int = 0) -> dict[str, int]:
+def prepare(
+    path: str, test_fraction: float = 0.2, val_fraction: float = 0.1, seed: int = 0
+) -> dict[str, int]:
     """Write the splits to `path/digits.npz`; returns the size of each split."""
     where = Path(path)
     where.mkdir(parents=True, exist_ok=True)
     arrays = splits(test_fraction, val_fraction, seed)
     np.savez(where / DATA_FILE, **arrays)
-    return {name[2:]: int(len(arrays[name])) for name in ("y_train", "y_val", "y_test")}
+    return {name[2:]: len(arrays[name]) for name in ("y_train", "y_val", "y_test")}
 
 
 class DigitsDataModule(pl.LightningDataModule):
