@@ -74,13 +74,25 @@ def load_file(path: Path) -> Any:
     return found
 
 
+def _in_code(code_path: str, module_name: str) -> bool:
+    """Whether a class path refers to the code artifact (a bare class name, or a file in it)
+    rather than to an importable module."""
+    if not module_name or module_name.endswith(".py"):
+        return True
+    where = Path(code_path)
+    if where.is_dir():
+        return (where / module_name).is_file() or (where / f"{module_name}.py").is_file()
+    return module_name in (where.name, where.stem)
+
+
 def load_class(spec: str, code_path: str | None = None, *, role: str = "class") -> type:
     """The class `spec` names: `"module:Class"` importable here, or `Class` in `code_path`.
 
     Args:
         spec: `"pkg.mod:Class"`, or with `code_path` the class name (`"Net"`, or
             `"model.py:Net"` when the code artifact is a directory of files).
-        code_path: A Python file (or a directory of them) holding the class, or None.
+        code_path: A Python file (or a directory of them) holding the class, or None; a
+            `"pkg.mod:Class"` naming no file there is still imported.
         role: What the class is for, to name it in errors ("LightningModule").
 
     Raises:
@@ -89,7 +101,7 @@ def load_class(spec: str, code_path: str | None = None, *, role: str = "class") 
     module_name, name = split(spec)
     if not name:
         raise UserError(f"no {role} named: give 'module:Class' or a code file and a class name")
-    if code_path:
+    if code_path and _in_code(code_path, module_name):
         path = code_file(code_path, module_name)
         module = load_file(path)
         where = repr(path.name)

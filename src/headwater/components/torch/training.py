@@ -113,7 +113,7 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
             f"{s.module!r} is not a LightningModule (its bases: "
             f"{', '.join(b.__name__ for b in module_cls.__bases__)})"
         )
-    module_args = {**s.module_args, **s.hyperparameters}
+    module_args = coerce(module_cls, {**s.module_args, **s.hyperparameters})
     module = _construct(module_cls, module_args, "module_args", s.module)
     datamodule = _data_module(s, pl)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -409,16 +409,19 @@ def _rejected(pl: Any, args: dict[str, Any], exc: Exception) -> UserError:
     for key in sorted(args):
         if key in ("plugins", "num_nodes"):
             continue
+        alone: dict[str, Any] = {
+            "logger": False,
+            "enable_progress_bar": False,
+            "enable_checkpointing": False,
+            "enable_model_summary": False,
+            key: args[key],
+        }
+        if key == "strategy" and plugins:
+            alone["plugins"] = plugins
         try:
-            pl.Trainer(
-                logger=False,
-                enable_progress_bar=False,
-                enable_checkpointing=False,
-                enable_model_summary=False,
-                **({key: args[key]} if key != "strategy" else {key: args[key], "plugins": plugins}),
-            )
-        except Exception as alone:
-            said = (str(alone).strip().splitlines() or [type(alone).__name__])[0]
+            pl.Trainer(**alone)
+        except Exception as refused:
+            said = (str(refused).strip().splitlines() or [type(refused).__name__])[0]
             return UserError(f"trainer_args: Lightning rejects {key}={args[key]!r}: {said}")
     return UserError(f"trainer_args {args}: Lightning's Trainer rejects them: {first}")
 
