@@ -69,7 +69,7 @@ def load_file(path: Path) -> Any:
     except Exception as exc:
         del sys.modules[name]
         raise UserError(
-            f"loading {str(path)!r} failed: {type(exc).__name__}: {exc}".splitlines()[0]
+            f"loading {path.name!r} failed: {type(exc).__name__}: {exc}".splitlines()[0]
         ) from exc
     return found
 
