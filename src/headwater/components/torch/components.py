@@ -30,7 +30,7 @@ def prepare_digits(
     """scikit-learn's bundled 8x8 digits (no download) split into train, validation and test
     as `digits.npz` (x_* float32 (N, 1, 8, 8) in [0, 1], y_* int64), for
     `headwater.components.torch.digits:DigitsDataModule`. Returns the training examples."""
-    from headwater.components.torch.digits import prepare
+    from headwater.components.torch.digits_data import prepare
 
     sizes = prepare(data.path, test_fraction=test_fraction, val_fraction=val_fraction, seed=seed)
     data.metadata.update({"format": "npz", "file": "digits.npz", **sizes})

@@ -120,10 +120,12 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
     example = _preflight(module, datamodule, torch)
     with tempfile.TemporaryDirectory(prefix="headwater-lightning-") as scratch:
         trainer = _trainer(s, pl, scratch, world)
+        fit_started = time.monotonic()
         try:
             trainer.fit(module, datamodule=datamodule)
         except RuntimeError as exc:
             raise _shape_error(exc, example) from exc
+        fit_seconds = time.monotonic() - fit_started
         # What the module logged while fitting (the last epoch's values); testing replaces them.
         metrics = _scalars(trainer.callback_metrics)
         tested = _has(datamodule, module, "test_dataloader") and _has_step(module, "test_step")
@@ -132,6 +134,7 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
             metrics.update(_scalars(trainer.callback_metrics))
         metrics["epochs"] = float(trainer.current_epoch)
         metrics["global_step"] = float(trainer.global_step)
+        metrics["fit_seconds"] = round(fit_seconds, 3)
         if s.checkpoint_path:
             trainer.save_checkpoint(s.checkpoint_path)
         result: dict[str, Any] = {
