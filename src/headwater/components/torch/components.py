@@ -98,7 +98,14 @@ def train_lightning(
         ),
         replicas=replicas,
     )
-    for key in ("framework", "framework_version", "lightning_version", "class_path", "task"):
+    for key in (
+        "framework",
+        "framework_version",
+        "lightning_version",
+        "class_path",
+        "task",
+        "device",
+    ):
         if result.model.get(key) is not None:
             model.metadata[key] = result.model[key]
     for key in ("input", "output", "classes", "module_args", "torchscript"):

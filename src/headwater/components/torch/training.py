@@ -126,6 +126,7 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
         except RuntimeError as exc:
             raise _shape_error(exc, example) from exc
         fit_seconds = time.monotonic() - fit_started
+        device = str(trainer.strategy.root_device)
         # What the module logged while fitting (the last epoch's values); testing replaces them.
         metrics = _scalars(trainer.callback_metrics)
         tested = _has(datamodule, module, "test_dataloader") and _has_step(module, "test_step")
@@ -170,6 +171,7 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
             code_path=s.code_path,
             extra={
                 "lightning_version": pl.__version__,
+                "device": device,
                 "classes": scored.categories if scored is not None else None,
                 "task": "classification" if scored is not None else None,
                 "metrics": metrics,

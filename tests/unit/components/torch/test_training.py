@@ -63,6 +63,7 @@ def test_training_writes_model_checkpoint_logs_and_classifier_metrics(
     assert meta["input"] == {"shape": [None, 1, 8, 8], "dtype": "float32"}
     assert meta["output"] == {"shape": [None, 10], "dtype": "float32"}
     assert meta["torchscript"] == "model.pt" and meta["lightning_version"]
+    assert meta["device"] == "cpu"
     assert meta["module_args"] == {"lr": 0.003}
     rebuilt = model_file.load(str(tmp_path / "model"))
     scripted = model_file.load(str(tmp_path / "model" / "model.pt"))
