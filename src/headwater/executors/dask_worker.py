@@ -180,8 +180,13 @@ def run_attempt(
     worker = get_worker()
     scratch = Path(worker.local_directory) / "headwater" / run_key / launch.workdir.name
     local = relocate(launch, scratch)
-    # The task's own Dask work (`headwater.compute.get_client()`) goes to this cluster.
-    env = {**local.env, "HEADWATER_DASK_SCHEDULER": str(worker.scheduler.address)}
+    # The task's own Dask work (`headwater.compute.get_client()`) goes to this cluster, and
+    # a PyTorchJob it launches puts rank 0 on this worker, beside the task.
+    env = {
+        **local.env,
+        "HEADWATER_DASK_SCHEDULER": str(worker.scheduler.address),
+        "HEADWATER_DASK_WORKER": str(worker.address),
+    }
     local = dataclasses.replace(local, env=env)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(local.log_path)
