@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
@@ -56,9 +57,11 @@ def load_file(path: Path) -> Any:
     name = f"headwater_user_code_{resolved.stem}_{digest}"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, resolved)
+    # A KFP artifact's file has no extension: read it as Python source whatever its name.
+    loader = importlib.machinery.SourceFileLoader(name, str(resolved))
+    spec = importlib.util.spec_from_file_location(name, resolved, loader=loader)
     if spec is None or spec.loader is None:
-        raise UserError(f"{str(path)!r} is not a Python file (name it *.py)")
+        raise UserError(f"{str(path)!r} cannot be loaded as Python source")
     found = importlib.util.module_from_spec(spec)
     parent = str(resolved.parent)
     if parent not in sys.path:

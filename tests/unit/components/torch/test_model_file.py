@@ -85,3 +85,10 @@ def test_a_directory_of_code_needs_the_file_named(tmp_path: Path) -> None:
     assert load_class("b:Other", str(tmp_path)).__name__ == "Other"
     with pytest.raises(UserError, match=r"is a directory \(a.py, b.py\); name the file"):
         load_class("Net", str(tmp_path))
+
+
+def test_a_code_artifact_without_an_extension_is_python_source(tmp_path: Path) -> None:
+    # What a KFP Output[Artifact] path looks like: no suffix.
+    code = tmp_path / "code"
+    code.write_text("class Net:\n    pass\n")
+    assert load_class("Net", str(code)).__name__ == "Net"
