@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
-    from headwater.cli import inspect, models, secrets
+    from headwater.cli import inspect, models, secrets, tensorboard
 
     parser = _Parser(prog="headwater", description="Run Kubeflow Pipelines anywhere.")
     parser.add_argument(
@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_parsers(sub, _Parser)
     models.add_parsers(sub, _Parser)
     secrets.add_parsers(sub, _Parser)
+    tensorboard.add_parsers(sub, _Parser)
 
     comp = sub.add_parser("compile", help="compile a .py pipeline to KFP IR YAML")
     comp.add_argument("pipeline", help="a .py file defining @dsl.pipeline")
@@ -287,6 +288,10 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from headwater.cli.models import cmd_models
 
         return cmd_models(args)
+    if args.command == "tensorboard":
+        from headwater.cli.tensorboard import cmd_tensorboard
+
+        return cmd_tensorboard(args)
     return _cmd_inspect(args)
 
 
