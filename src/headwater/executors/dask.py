@@ -543,7 +543,8 @@ def _start_local_cluster() -> Any:
 def _local_cluster() -> Any:
     """A LocalCluster sized to this machine; a LocalCUDACluster when it has GPUs and dask-cuda.
 
-    Worker processes (one per 4 cores; one per GPU on a CUDA cluster), each advertising its
+    Worker processes (one per 4 cores, or `$HEADWATER_DASK_WORKERS`; one per GPU on a CUDA
+    cluster), each advertising its
     share of the machine as `CPU` and `MEMORY` (and `GPU=1` on a CUDA cluster), with two
     threads per core between them, as the local executor admits two tasks per core. Tasks of a
     worker that dies are not re-run by Dask: the task's retry policy decides.
@@ -571,7 +572,10 @@ def _local_cluster() -> Any:
                 )
         from distributed import LocalCluster
 
-        workers = max(1, cpus // 4)
+        # HEADWATER_DASK_WORKERS (as for `headwater.compute`) sets the count, e.g. to give each
+        # replica of a DDP job its own worker on a small machine.
+        wanted = os.environ.get("HEADWATER_DASK_WORKERS", "").strip()
+        workers = int(wanted) if wanted.isdigit() and int(wanted) > 0 else max(1, cpus // 4)
         return LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=workers,
             threads_per_worker=max(1, 2 * cpus // workers),
