@@ -2,7 +2,8 @@
 
     headwater run examples/digits_pytorch.py                          # one process
     headwater run examples/digits_pytorch.py --param replicas=2       # DDP, 2 replicas (gloo)
-    headwater run examples/digits_pytorch.py --executor dask --param replicas=2   # 2 workers
+    HEADWATER_DASK_WORKERS=2 headwater run examples/digits_pytorch.py --executor dask \\
+        --param replicas=2                                          # a worker per replica
 
 prepare_digits (scikit-learn's bundled 8x8 digits, no download) -> train_lightning (a small
 CNN, `headwater.components.torch.digits`) -> evaluate_lightning (test accuracy, confusion

@@ -91,3 +91,29 @@ def test_a_trainer_argument_lightning_lacks_fails_the_task_naming_it(headwater: 
 @pytest.fixture(autouse=True)
 def _no_dask_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HEADWATER_DASK_SCHEDULER", raising=False)
+
+
+def test_two_replicas_train_with_ddp_and_rank_zero_writes_the_model(tmp_path: Path) -> None:
+    from headwater.components.torch import model_file
+    from headwater.components.torch.digits_data import prepare
+    from headwater.components.torch.training import TrainSpec, train
+
+    prepare(str(tmp_path / "data"))
+    result = train(
+        TrainSpec(
+            module="headwater.components.torch.digits:DigitsClassifier",
+            data_module="headwater.components.torch.digits:DigitsDataModule",
+            data_path=str(tmp_path / "data"),
+            trainer_args={"max_epochs": 2, "enable_model_summary": False},
+            model_dir=str(tmp_path / "model"),
+            checkpoint_path=str(tmp_path / "model.ckpt"),
+            objective="test_acc",
+        ),
+        replicas=2,
+    )
+    assert result.replicas == 2
+    # Each rank sees half of the 1,258 training digits per epoch: 10 batches of 64, not 20.
+    assert result.metrics["global_step"] == 2 * 10
+    assert result.classification is not None and result.classification["examples"] == 359
+    assert model_file.metadata(str(tmp_path / "model"))["class_path"].endswith("DigitsClassifier")
+    assert (tmp_path / "model.ckpt").exists()
