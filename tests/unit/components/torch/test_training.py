@@ -200,3 +200,21 @@ def test_data_whose_shape_the_model_rejects_names_the_shape(tmp_path: Path) -> N
 def test_replicas_below_one_are_refused(tmp_path: Path, digits: str, replicas: object) -> None:
     with pytest.raises(InvalidArgumentError, match="replicas must be a whole number >= 1"):
         train(spec(tmp_path, digits), replicas=replicas)  # type: ignore[arg-type]
+
+
+def test_the_pytorch_profiler_writes_a_trace_and_a_summary(tmp_path: Path, digits: str) -> None:
+    import gzip
+
+    trace, summary = tmp_path / "trace.json.gz", tmp_path / "summary.html"
+    train(
+        spec(
+            tmp_path,
+            digits,
+            trainer_args={"max_epochs": 1, "profiler": "pytorch"},
+            trace_path=str(trace),
+            summary_path=str(summary),
+        )
+    )
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    assert any(str(e.get("name", "")).startswith("aten::") for e in events)
+    assert "aten::" in summary.read_text() and "ui.perfetto.dev" in summary.read_text()
