@@ -40,6 +40,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     from headwater.cli import inspect, models, secrets, tensorboard
+    from headwater.cli import ui as ui_cli
 
     parser = _Parser(prog="headwater", description="Run Kubeflow Pipelines anywhere.")
     parser.add_argument(
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_parsers(sub, _Parser)
     secrets.add_parsers(sub, _Parser)
     tensorboard.add_parsers(sub, _Parser)
+    ui_cli.add_parsers(sub, _Parser)
 
     comp = sub.add_parser("compile", help="compile a .py pipeline to KFP IR YAML")
     comp.add_argument("pipeline", help="a .py file defining @dsl.pipeline")
@@ -292,6 +294,10 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from headwater.cli.tensorboard import cmd_tensorboard
 
         return cmd_tensorboard(args)
+    if args.command == "ui":
+        from headwater.cli.ui import cmd_ui
+
+        return cmd_ui(args)
     return _cmd_inspect(args)
 
 

@@ -1,0 +1,77 @@
+"""`headwater ui`: serve the web dashboard and its JSON API over the metadata store.
+
+Binds 127.0.0.1 unless told otherwise; a non-loopback --host needs --token (or
+$HEADWATER_TOKEN), and then every page and API call must present it. Bad input is one line
+on stderr and exit code 2. The web libraries are imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from typing import Any
+
+from headwater.errors import InvalidArgumentError
+
+#: Where the token is read from when --token is not given (`ps` shows command lines).
+TOKEN_ENV = "HEADWATER_TOKEN"
+
+
+def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Register `ui` on the CLI's subparsers."""
+    ui = sub.add_parser(
+        "ui",
+        help="serve the web dashboard: runs, graphs, logs, artifacts, lineage",
+        description="Serve the web dashboard and its JSON API (/api/v1) over the metadata store.",
+    )
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    ui.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    ui.add_argument(
+        "--token",
+        metavar="T",
+        help=f"require this token on every request (default ${TOKEN_ENV}); needed for a "
+        "non-loopback --host",
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse a non-loopback `host` without a token.
+
+    Raises:
+        InvalidArgumentError: With the fix (give --token or $HEADWATER_TOKEN).
+    """
+    if token is None and not is_loopback(host):
+        raise InvalidArgumentError(
+            f"--host {host} is reachable from other machines: give --token T (or set "
+            f"{TOKEN_ENV}) so that only those with the token can see the runs, or bind "
+            "127.0.0.1"
+        )
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`headwater ui`: serve until interrupted."""
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    check_bind(args.host, token)
+    if not 0 <= args.port <= 65535:
+        raise InvalidArgumentError(f"--port must be from 0 to 65535, got {args.port}")
+    from headwater.ui import create_app
+    from headwater.ui._deps import require
+
+    app = create_app(metadata_url=args.metadata_url, token=token)
+    uvicorn = require("uvicorn")
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"headwater: UI at http://{shown}:{args.port}/", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0

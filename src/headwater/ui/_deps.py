@@ -1,0 +1,30 @@
+"""The one place the UI's libraries are imported: a missing one names the `ui` extra."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from headwater.errors import MissingDependencyError
+
+_MODULES = ("fastapi", "uvicorn", "jinja2", "markdown")
+
+
+def require_ui() -> None:
+    """Check the `ui` extra is installed.
+
+    Raises:
+        MissingDependencyError: Naming the missing module and the extra to install.
+    """
+    for name in _MODULES:
+        require(name)
+
+
+def require(name: str) -> ModuleType:
+    """Import `name`, or raise `MissingDependencyError` naming the `ui` extra."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"the web UI needs {name!r}. Install it with: pip install 'headwater[ui]'"
+        ) from exc

@@ -1,0 +1,100 @@
+"""The JSON API under `/api/v1`: runs, tasks' logs, artifacts with previews, lineage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, PlainTextResponse
+
+from headwater.api.runs import delete_run
+from headwater.ui import data
+
+router = APIRouter(tags=["api"])
+
+
+def _store(request: Request) -> str | None:
+    url: str | None = request.app.state.metadata_url
+    return url
+
+
+@router.get("/runs", summary="A page of runs, newest first")
+def list_runs(
+    request: Request,
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0),
+    pipeline: str | None = None,
+    state: str | None = None,
+    q: str | None = Query(None, description="run id prefix, or part of the pipeline name"),
+) -> dict[str, Any]:
+    """Runs with run_id, pipeline, state, times, duration_s and metrics; `next_offset` is the
+    offset of the next page, or null on the last."""
+    return data.runs_page(
+        metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q
+    )
+
+
+@router.get("/runs/{run_id}", summary="A run with its tasks and graph")
+def get_run(request: Request, run_id: str) -> dict[str, Any]:
+    """The run, its tasks (states, inputs, outputs, artifacts, durations, errors, cache) and
+    its graph laid out top-down."""
+    return data.run_view(run_id, metadata=_store(request))
+
+
+@router.delete("/runs/{run_id}", summary="Delete a run")
+def remove_run(request: Request, run_id: str) -> dict[str, Any]:
+    """Delete the run, its tasks and logs, and the artifacts no other run uses."""
+    return delete_run(run_id, metadata=_store(request)).to_json()
+
+
+@router.get(
+    "/runs/{run_id}/tasks/{task}/log",
+    summary="A task's log",
+    response_class=PlainTextResponse,
+)
+def task_log(
+    request: Request,
+    run_id: str,
+    task: str,
+    tail: int | None = Query(None, ge=1, le=100_000),
+    download: bool = False,
+) -> Any:
+    """The last `tail` lines of the log, or the whole file (`download=true` as an attachment)."""
+    path = data.log_path(run_id, task, metadata=_store(request))
+    if tail is not None:
+        return PlainTextResponse(data.log_tail(path, tail))
+    name = f"{run_id[:8]}-{task}.log".replace("/", "_")
+    return FileResponse(
+        path,
+        media_type="text/plain; charset=utf-8",
+        filename=name if download else None,
+        content_disposition_type="attachment" if download else "inline",
+    )
+
+
+@router.get("/artifacts/{ref:path}", summary="An artifact with a preview")
+def get_artifact(request: Request, ref: str) -> dict[str, Any]:
+    """The artifact's record and a preview by type (metrics, classification, markdown,
+    html, table, text). `ref` is an id or a URI."""
+    return data.artifact_view(ref, metadata=_store(request))
+
+
+@router.get("/lineage/{ref:path}", summary="The lineage graph around an artifact")
+def get_lineage(
+    request: Request,
+    ref: str,
+    hops: int = Query(3, ge=0, le=50),
+    limit: int = Query(200, ge=1, le=5000),
+    direction: str = "both",
+) -> dict[str, Any]:
+    """Nodes and edges `hops` task layers upstream and downstream, at most `limit` nodes."""
+    return data.lineage_view(
+        ref, metadata=_store(request), hops=hops, limit=limit, direction=direction
+    )
+
+
+@router.get("/compare", summary="Parameters and metrics of 2-10 runs side by side")
+def compare(request: Request, runs: str = Query(..., description="comma-separated run ids")) -> Any:
+    """Rows of parameters and metrics, each with `differs`."""
+    ids = [r for r in runs.split(",") if r.strip()]
+    return data.compare_view(ids, metadata=_store(request))

@@ -1,0 +1,180 @@
+"""What the API and the pages show, built from `headwater.api` (no web framework here)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from headwater.api.artifacts import get_artifact
+from headwater.api.lineage import lineage
+from headwater.api.runs import RunInfo, get_run, list_runs
+from headwater.errors import InvalidArgumentError, NotFoundError
+
+__all__ = [
+    "artifact_view",
+    "compare_view",
+    "lineage_view",
+    "log_path",
+    "log_tail",
+    "run_view",
+    "runs_page",
+]
+
+#: With a text filter, at most this many runs are scanned for matches (newest first).
+SCAN_LIMIT = 20_000
+_SCAN_PAGE = 500
+
+
+def run_json(run: RunInfo) -> dict[str, Any]:
+    """A run's JSON with `duration_s` (seconds, None while running)."""
+    return {**run.to_json(), "duration_s": run.duration}
+
+
+def runs_page(
+    *,
+    metadata: str | None,
+    limit: int = 50,
+    offset: int = 0,
+    pipeline: str | None = None,
+    state: str | None = None,
+    q: str | None = None,
+) -> dict[str, Any]:
+    """A page of runs, newest first: `{"runs", "limit", "offset", "next_offset", "metrics"}`.
+
+    Without `q` this is one store query of `limit + 1` rows (the extra one says whether a
+    next page exists). `q` matches a run id prefix or a substring of the pipeline name or
+    state, case-insensitively, over at most the newest `SCAN_LIMIT` runs.
+    """
+    if not 1 <= limit <= 500:
+        raise InvalidArgumentError(f"limit must be from 1 to 500, got {limit}")
+    pipeline, state, q = pipeline or None, state or None, (q or "").strip().lower() or None
+    if q is None:
+        found = list_runs(
+            pipeline=pipeline, state=state, limit=limit + 1, offset=offset, metadata=metadata
+        )
+    else:
+        found = _scan(q, pipeline, state, offset + limit + 1, metadata)[offset:]
+    page = found[:limit]
+    metrics = sorted({k for r in page for k in r.metrics})
+    return {
+        "runs": [run_json(r) for r in page],
+        "limit": limit,
+        "offset": offset,
+        "next_offset": offset + limit if len(found) > limit else None,
+        "metrics": metrics,
+    }
+
+
+def _scan(
+    q: str, pipeline: str | None, state: str | None, wanted: int, metadata: str | None
+) -> list[RunInfo]:
+    hits: list[RunInfo] = []
+    for start in range(0, SCAN_LIMIT, _SCAN_PAGE):
+        chunk = list_runs(
+            pipeline=pipeline, state=state, limit=_SCAN_PAGE, offset=start, metadata=metadata
+        )
+        hits += [
+            r
+            for r in chunk
+            if r.run_id.startswith(q) or q in r.pipeline.lower() or q == r.state.lower()
+        ]
+        if len(hits) >= wanted or len(chunk) < _SCAN_PAGE:
+            break
+    return hits
+
+
+def run_view(run_id: str, *, metadata: str | None) -> dict[str, Any]:
+    """The run with its tasks (each with `duration_s` and artifact ids) and its graph."""
+    from headwater.api._store import reading
+    from headwater.ui.graph import layout
+
+    run = get_run(run_id, metadata=metadata)
+    with reading(metadata) as store:
+        ir = None if store is None else store.get_pipeline_ir(run.run_id)
+    tasks = []
+    for task in run.tasks:
+        tasks.append({**task.to_json(), "duration_s": task.duration})
+    return {**run_json(run), "tasks": tasks, "graph": layout(run, ir)}
+
+
+def log_path(run_id: str, task: str, *, metadata: str | None) -> Path:
+    """The log file of `task` in the run.
+
+    Raises:
+        NotFoundError: No such run or task, or the task has no log file.
+    """
+    run = get_run(run_id, metadata=metadata)
+    for t in run.tasks:
+        if t.name == task:
+            if t.log_path and Path(t.log_path).is_file():
+                return Path(t.log_path)
+            raise NotFoundError(f"task {task!r} of run {run.run_id} has no log file")
+    names = ", ".join(t.name for t in run.tasks) or "none"
+    raise NotFoundError(f"run {run.run_id} has no task {task!r} (tasks: {names})")
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last `lines` lines of `path`, read from the end (a large log is not read whole)."""
+    if lines < 1:
+        raise InvalidArgumentError(f"tail must be at least 1, got {lines}")
+    block, data = 64 * 1024, b""
+    with path.open("rb") as f:
+        f.seek(0, 2)
+        end = f.tell()
+        while end > 0 and data.count(b"\n") <= lines:
+            start = max(0, end - block)
+            f.seek(start)
+            data = f.read(end - start) + data
+            end = start
+    kept = deque(data.decode("utf-8", errors="replace").splitlines(), maxlen=lines)
+    return "\n".join(kept) + ("\n" if kept else "")
+
+
+def artifact_view(ref: str, *, metadata: str | None) -> dict[str, Any]:
+    """The artifact's JSON plus `preview` (see `headwater.ui.previews.preview`)."""
+    from headwater import config
+    from headwater.ui.previews import preview
+
+    art = get_artifact(ref, metadata=metadata)
+    roots = [config.pipeline_root()]
+    if art.producer is not None:
+        with contextlib.suppress(NotFoundError):
+            roots.insert(0, get_run(art.producer.run_id, metadata=metadata).pipeline_root)
+    return {**art.to_json(), "preview": preview(art, [r for r in roots if r])}
+
+
+def lineage_view(
+    ref: str, *, metadata: str | None, hops: int = 3, limit: int = 200, direction: str = "both"
+) -> dict[str, Any]:
+    """The lineage graph `hops` task layers each way, cut to `limit` nodes (nearest first)."""
+    if not 1 <= limit <= 5000:
+        raise InvalidArgumentError(f"limit must be from 1 to 5000, got {limit}")
+    graph = lineage(ref, direction=direction, depth=hops, metadata=metadata).to_json()
+    nodes = graph["nodes"]
+    kept = nodes[:limit]
+    ids = {n["id"] for n in kept}
+    edges = [e for e in graph["edges"] if e["from"] in ids and e["to"] in ids]
+    return {"nodes": kept, "edges": edges, "truncated": len(nodes) > limit}
+
+
+def compare_view(run_ids: list[str], *, metadata: str | None) -> dict[str, Any]:
+    """Parameters and metrics of 2-10 runs side by side; `differs` marks rows that vary."""
+    if not 2 <= len(run_ids) <= 10:
+        raise InvalidArgumentError(f"compare takes 2 to 10 runs, got {len(run_ids)}")
+    runs = [get_run(r, metadata=metadata) for r in run_ids]
+
+    def table(pick: Any) -> list[dict[str, Any]]:
+        keys = sorted({k for r in runs for k in pick(r)})
+        rows = []
+        for key in keys:
+            values = [pick(r).get(key) for r in runs]
+            rows.append({"name": key, "values": values, "differs": len(set(map(repr, values))) > 1})
+        return rows
+
+    return {
+        "runs": [run_json(r) for r in runs],
+        "parameters": table(lambda r: r.parameters),
+        "metrics": table(lambda r: r.metrics),
+    }

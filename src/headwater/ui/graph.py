@@ -1,0 +1,125 @@
+"""A run's task graph, laid out top-down in layers (longest path from the sources).
+
+Edges come from two places: a task that read an artifact another task of the run wrote, and
+the IR's `dependentTasks` (which also covers parameter-only and `.after()` dependencies).
+Loop iterations (`train[0]`) and nested-pipeline tasks (`inner.train`) are matched to their
+IR task by base name. Nodes in a layer are ordered by the mean position of their parents
+(one barycentre pass), which keeps the usual fan-out/fan-in pipelines free of crossings.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from headwater.api.runs import RunDetails
+
+__all__ = ["NODE_H", "NODE_W", "layout"]
+
+NODE_W, NODE_H = 180, 44
+GAP_X, GAP_Y = 30, 56
+_ITERATION = re.compile(r"\[\d+\]")
+
+
+def _base(name: str) -> str:
+    return _ITERATION.sub("", name).rsplit(".", 1)[-1]
+
+
+def edges_of(run: RunDetails, ir: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(upstream task, downstream task) pairs, without duplicates or self-loops."""
+    writer: dict[str, str] = {}
+    for task in run.tasks:
+        for uris in task.output_artifacts.values():
+            for uri in uris:
+                writer.setdefault(uri, task.name)
+    found: set[tuple[str, str]] = set()
+    for task in run.tasks:
+        for uris in task.input_artifacts.values():
+            for uri in uris:
+                source = writer.get(uri)
+                if source is not None and source != task.name:
+                    found.add((source, task.name))
+    by_base: dict[str, list[str]] = {}
+    for task in run.tasks:
+        by_base.setdefault(_base(task.name), []).append(task.name)
+    for task_name, deps in _ir_dependencies(ir).items():
+        for name in by_base.get(task_name, []):
+            for dep in deps:
+                for source in by_base.get(dep, []):
+                    if source != name:
+                        found.add((source, name))
+    return sorted(found)
+
+
+def _ir_dependencies(ir: dict[str, Any] | None) -> dict[str, list[str]]:
+    """IR task name -> the IR tasks it depends on, over the root and every component DAG."""
+    if not ir:
+        return {}
+    dags = [ir.get("root", {}).get("dag", {})]
+    dags += [c.get("dag", {}) for c in ir.get("components", {}).values() if isinstance(c, dict)]
+    deps: dict[str, list[str]] = {}
+    for dag in dags:
+        for name, spec in (dag.get("tasks") or {}).items():
+            if isinstance(spec, dict):
+                deps.setdefault(name, []).extend(spec.get("dependentTasks") or [])
+    return deps
+
+
+def layout(run: RunDetails, ir: dict[str, Any] | None) -> dict[str, Any]:
+    """`{"nodes": [{name, state, x, y, layer}], "edges": [{from, to, points}], "width",
+    "height"}` with coordinates in pixels, sources on top."""
+    names = [t.name for t in run.tasks]
+    states = {t.name: t.state for t in run.tasks}
+    pairs = [(a, b) for a, b in edges_of(run, ir) if a in states and b in states]
+    parents: dict[str, list[str]] = {n: [] for n in names}
+    for a, b in pairs:
+        parents[b].append(a)
+    layer: dict[str, int] = {}
+
+    def depth(name: str, seen: frozenset[str] = frozenset()) -> int:
+        if name not in layer:
+            ups = [p for p in parents[name] if p not in seen]
+            layer[name] = 1 + max((depth(p, seen | {name}) for p in ups), default=-1)
+        return layer[name]
+
+    for name in names:
+        depth(name)
+    rows: dict[int, list[str]] = {}
+    for name in sorted(names, key=lambda n: (layer[n], n)):
+        rows.setdefault(layer[name], []).append(name)
+    column: dict[str, float] = {}
+    for index in sorted(rows):
+        row = rows[index]
+        if index:
+            row.sort(
+                key=lambda n: (
+                    sum(column[p] for p in parents[n]) / len(parents[n]) if parents[n] else 1e9,
+                    n,
+                )
+            )
+        for i, name in enumerate(row):
+            column[name] = i
+    widest = max((len(r) for r in rows.values()), default=0)
+    width = max(widest * (NODE_W + GAP_X) + GAP_X, NODE_W + 2 * GAP_X)
+    pos: dict[str, tuple[float, float]] = {}
+    nodes = []
+    for index, row in rows.items():
+        span = len(row) * (NODE_W + GAP_X) - GAP_X
+        left = (width - span) / 2
+        for i, name in enumerate(row):
+            x, y = left + i * (NODE_W + GAP_X), GAP_Y / 2 + index * (NODE_H + GAP_Y)
+            pos[name] = (x, y)
+            nodes.append({"name": name, "state": states[name], "x": x, "y": y, "layer": index})
+    edges = [
+        {
+            "from": a,
+            "to": b,
+            "points": [
+                [pos[a][0] + NODE_W / 2, pos[a][1] + NODE_H],
+                [pos[b][0] + NODE_W / 2, pos[b][1]],
+            ],
+        }
+        for a, b in pairs
+    ]
+    height = (max(rows, default=0) + 1) * (NODE_H + GAP_Y) + GAP_Y / 2 if rows else NODE_H
+    return {"nodes": nodes, "edges": edges, "width": width, "height": height}

@@ -1,0 +1,96 @@
+"""The HTML pages: Runs, Run, Artifact, Compare. Server-rendered with Jinja2 (autoescaped);
+`static/app.js` adds deleting, the task panel and live updates."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from headwater.ui import data
+
+router = APIRouter(include_in_schema=False)
+
+STATES = ("RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED")
+
+
+@functools.cache
+def _env() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("headwater.ui", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["q"] = lambda s: quote(str(s), safe="")
+    env.filters["num"] = _num
+    return env
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def render(template: str, **context: Any) -> str:
+    """The page `template` filled with `context`."""
+    return str(_env().get_template(template).render(**context))
+
+
+def _store(request: Request) -> str | None:
+    url: str | None = request.app.state.metadata_url
+    return url
+
+
+@router.get("/", response_class=HTMLResponse)
+def runs_page(
+    request: Request,
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0),
+    pipeline: str = "",
+    state: str = "",
+    q: str = "",
+) -> str:
+    page = data.runs_page(
+        metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q
+    )
+    base = {"limit": limit, "pipeline": pipeline, "state": state, "q": q}
+    return render("runs.html", page=page, states=STATES, filters=base, title="Runs")
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(request: Request, run_id: str) -> str:
+    run = data.run_view(run_id, metadata=_store(request))
+    return render("run.html", run=run, title=f"Run {run['run_id'][:8]}")
+
+
+@router.get("/artifacts/{ref:path}", response_class=HTMLResponse)
+def artifact_page(request: Request, ref: str) -> str:
+    from headwater.ui.svg import confusion_matrix_svg, roc_svg
+
+    art = data.artifact_view(ref, metadata=_store(request))
+    preview = art["preview"]
+    plots = {}
+    if preview["kind"] == "classification":
+        matrix = preview["confusion_matrix"]
+        if matrix:
+            plots["confusion"] = confusion_matrix_svg(matrix["labels"], matrix["rows"])
+        if preview["roc"]:
+            plots["roc"] = roc_svg([(art["name"], preview["roc"])])
+    lineage = data.lineage_view(str(art["id"]), metadata=_store(request), hops=2, limit=60)
+    return render(
+        "artifact.html", art=art, preview=preview, plots=plots, lineage=lineage,
+        title=f"Artifact {art['name']}",
+    )  # fmt: skip
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request, runs: str = "") -> str:
+    ids = [r for r in runs.split(",") if r.strip()]
+    view = data.compare_view(ids, metadata=_store(request))
+    return render("compare.html", view=view, title="Compare")

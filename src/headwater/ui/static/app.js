@@ -1,0 +1,109 @@
+// Headwater UI behaviour: deleting runs, picking runs to compare, the task panel and live
+// updates of a running run (polling the JSON API every 2 s). No libraries, no network but
+// this server's own API; requests carry the session cookie set by ?token=.
+"use strict";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+async function getJSON(url) {
+  const r = await fetch(url, { credentials: "same-origin" });
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+function setupRuns() {
+  for (const button of document.querySelectorAll("button.delete")) {
+    button.addEventListener("click", async () => {
+      const id = button.dataset.run;
+      if (!confirm(`Delete run ${id} and the artifacts only it uses?`)) return;
+      const r = await fetch(`/api/v1/runs/${encodeURIComponent(id)}`, { method: "DELETE", credentials: "same-origin" });
+      if (r.ok) button.closest("tr").remove();
+      else alert((await r.json()).error);
+    });
+  }
+  const form = document.getElementById("compare-form");
+  if (!form) return;
+  form.addEventListener("submit", (event) => {
+    const picked = [...document.querySelectorAll("input.pick:checked")].map((c) => c.value);
+    if (picked.length < 2 || picked.length > 10) {
+      event.preventDefault();
+      alert("Pick 2 to 10 runs to compare.");
+      return;
+    }
+    document.getElementById("compare-runs").value = picked.join(",");
+  });
+}
+
+function kvTable(obj) {
+  const table = el("table", { class: "kv" });
+  for (const [k, v] of Object.entries(obj || {})) {
+    const cell = el("td");
+    if (Array.isArray(v)) {
+      v.forEach((uri, i) => {
+        if (i) cell.append(el("br"));
+        cell.append(el("a", { href: `/artifacts/${encodeURIComponent(uri)}` }, uri.split("/").slice(-2).join("/")));
+      });
+    } else cell.append(el("code", {}, JSON.stringify(v)));
+    table.append(el("tr", {}, el("th", {}, k), cell));
+  }
+  return table;
+}
+
+async function showTask(runId, task) {
+  const panel = document.getElementById("task-panel");
+  for (const g of document.querySelectorAll("g.node")) g.classList.toggle("selected", g.dataset.task === task.name);
+  const logUrl = `/api/v1/runs/${encodeURIComponent(runId)}/tasks/${encodeURIComponent(task.name)}/log`;
+  const log = el("pre", { class: "log" }, "loading log…");
+  panel.replaceChildren(
+    el("h2", {}, task.name),
+    el("p", {}, el("span", { class: `state ${task.state}` }, task.state),
+      task.duration ? ` · ${task.duration}` : "", task.cached_from ? ` · cached from execution ${task.cached_from}` : "",
+      ` · attempts ${task.attempts}`),
+    el("h3", {}, "Inputs"), kvTable(task.inputs), kvTable(task.artifacts.inputs),
+    el("h3", {}, "Outputs"), kvTable(task.outputs), kvTable(task.artifacts.outputs),
+  );
+  if (task.error) panel.append(el("h3", {}, "Error"), el("pre", { class: "error" }, `${task.error.error_type}: ${task.error.message}\n\n${task.error.traceback || ""}`));
+  panel.append(el("h3", {}, "Log ", el("a", { href: `${logUrl}?download=true` }, "download")), log);
+  try {
+    const r = await fetch(`${logUrl}?tail=200`, { credentials: "same-origin" });
+    log.textContent = r.ok ? (await r.text()) || "(empty)" : (await r.json()).error;
+  } catch (err) { log.textContent = String(err); }
+}
+
+function setupRun() {
+  const svg = document.getElementById("dag");
+  if (!svg) return;
+  const runId = svg.dataset.run;
+  let run = null, selected = null;
+  const bind = () => {
+    for (const g of svg.querySelectorAll("g.node")) {
+      g.onclick = () => { selected = g.dataset.task; const t = run && run.tasks.find((x) => x.name === selected); if (t) showTask(runId, t); };
+    }
+  };
+  const refresh = async () => {
+    run = await getJSON(`/api/v1/runs/${encodeURIComponent(runId)}`);
+    const names = run.tasks.map((t) => t.name).join("|");
+    if (names !== svg.dataset.tasks) { location.reload(); return; } // new tasks: lay out again
+    for (const t of run.tasks) {
+      const g = svg.querySelector(`g.node[data-task="${CSS.escape(t.name)}"]`);
+      if (!g) continue;
+      g.setAttribute("class", `node ${t.state}${t.name === selected ? " selected" : ""}`);
+      g.querySelector(".node-state").textContent = t.state;
+    }
+    const state = document.getElementById("run-state");
+    state.textContent = run.state;
+    state.className = `state ${run.state}`;
+    if (run.state === "RUNNING") setTimeout(refresh, 2000);
+    else if (svg.dataset.state === "RUNNING") location.reload(); // finished: show metrics and errors
+  };
+  bind();
+  refresh().catch((err) => console.error(err));
+}
+
+document.addEventListener("DOMContentLoaded", () => { setupRuns(); setupRun(); });
