@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
-    from headwater.cli import inspect, models, secrets, tensorboard
+    from headwater.cli import inspect, models, secrets, serve, tensorboard
     from headwater.cli import ui as ui_cli
 
     parser = _Parser(prog="headwater", description="Run Kubeflow Pipelines anywhere.")
@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_parsers(sub, _Parser)
     models.add_parsers(sub, _Parser)
     secrets.add_parsers(sub, _Parser)
+    serve.add_parsers(sub, _Parser)
     tensorboard.add_parsers(sub, _Parser)
     ui_cli.add_parsers(sub, _Parser)
 
@@ -290,6 +291,10 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from headwater.cli.models import cmd_models
 
         return cmd_models(args)
+    if args.command == "serve":
+        from headwater.cli.serve import cmd_serve
+
+        return cmd_serve(args)
     if args.command == "tensorboard":
         from headwater.cli.tensorboard import cmd_tensorboard
 

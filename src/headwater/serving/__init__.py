@@ -1,0 +1,24 @@
+"""The model server: KServe V1 and Open Inference Protocol (V2) REST over FastAPI + uvicorn.
+
+`headwater serve MODEL...` is the command; in Python, `headwater.serving.app.create_app`
+builds the ASGI app. Importing this package imports nothing heavy; the server libraries
+come with `pip install 'headwater[serve]'`, each framework with its own extra.
+
+The modules, from the wire inwards::
+
+    app          create_app: routes, error handlers, middleware
+    v1, v2       the protocols' routes and payload conversions
+    wire         bounded JSON bodies, JSON answers, {"error": ...}
+    security     loopback by default, bearer tokens (TokenAuth)
+    observe      ServingHooks (metrics seam) and the request-observing middleware
+    context      ServingContext: one prediction's call path, stage timing
+    predictor    Predictor / ThreadPredictor: inference off the event loop (batching seam)
+    repository   ModelRepository: endpoints by name
+    endpoint     ModelEndpoint / ModelVersion / TrafficPolicy: atomic swaps (canary seam)
+    runtimes/    ModelRuntime and one runtime per framework (xgboost, sklearn, torch, custom)
+    tensors      V2 datatypes and shapes, JSON <-> NumPy
+    resolve      MODEL specs -> ModelSource (registry, URIs, files, handlers)
+    formats      which framework reads a file
+    server       running uvicorn (one process or N workers); config: ServerConfig
+    errors       the server's errors and their HTTP statuses
+"""

@@ -1,0 +1,134 @@
+"""`create_app`: the model server as an ASGI app (FastAPI), serving KServe V1 and V2.
+
+    from headwater.serving.app import create_app
+
+    app = create_app(["churn@production", "iris=/models/iris.joblib"], token="s3cret")
+    # uvicorn.run(app, host="127.0.0.1", port=8080), or httpx.ASGITransport(app) in tests
+
+The layers, outermost first: `ObserveRequests` (timing, the version header, hooks, a JSON
+500 for anything unexpected), `TokenAuth` when there is a token, then the V1 and V2 routes.
+Every error is `{"error": "..."}`: FastAPI's own 404/405 and 422 answers are replaced.
+The app has no OpenAPI pages: the protocols are documented by KServe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from headwater import __version__
+from headwater.errors import HeadwaterError, InvalidArgumentError, UserError
+from headwater.serving import v1, v2
+from headwater.serving.config import DEFAULT_MAX_BODY_BYTES
+from headwater.serving.context import ServingContext
+from headwater.serving.errors import InvalidInputError, ModelNotFoundError, ProtocolError
+from headwater.serving.observe import ObserveRequests, ServingHooks
+from headwater.serving.repository import ModelRepository
+from headwater.serving.security import TokenAuth
+from headwater.serving.source import ModelSource
+from headwater.serving.wire import error_response
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
+
+
+def create_app(
+    models: ModelRepository | Iterable[str | ModelSource],
+    *,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    hooks: Sequence[ServingHooks] = (),
+) -> FastAPI:
+    """The model server app.
+
+    Args:
+        models: A loaded `ModelRepository`, or MODEL specs / `ModelSource`s to resolve and
+            load here (see `headwater.serving.resolve`).
+        token: When given, every request but the health probes must carry
+            `Authorization: Bearer <token>`.
+        max_body_bytes: The largest request body taken; larger ones get 413.
+        hooks: Called after every request and prediction stage (metrics).
+
+    Raises:
+        UserError: A spec names nothing servable, or a model fails to load.
+        InvalidArgumentError: `max_body_bytes` is not positive.
+    """
+    if (
+        isinstance(max_body_bytes, bool)
+        or not isinstance(max_body_bytes, int)
+        or max_body_bytes < 1
+    ):
+        raise InvalidArgumentError(
+            f"max_body_bytes must be a positive integer, got {max_body_bytes!r}"
+        )
+    repository = models if isinstance(models, ModelRepository) else _load(models)
+    app = FastAPI(
+        title="Headwater model server",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.headwater = ServingContext(repository, tuple(hooks), max_body_bytes)
+    app.include_router(v1.router)
+    app.include_router(v2.router)
+    app.add_exception_handler(ProtocolError, _protocol_error)
+    app.add_exception_handler(UserError, _user_error)
+    app.add_exception_handler(HeadwaterError, _headwater_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    if token:
+        app.add_middleware(TokenAuth, token=token)
+    app.add_middleware(ObserveRequests, hooks=tuple(hooks))  # added last: outermost
+    return app
+
+
+def _load(models: Iterable[str | ModelSource]) -> ModelRepository:
+    from headwater.serving.resolve import resolve
+
+    sources = [m if isinstance(m, ModelSource) else resolve(m) for m in models]
+    return ModelRepository.from_sources(sources)
+
+
+async def _protocol_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ProtocolError)
+    return error_response(exc)
+
+
+async def _user_error(request: Request, exc: Exception) -> Response:
+    return error_response(InvalidInputError(str(exc)))
+
+
+async def _headwater_error(request: Request, exc: Exception) -> Response:
+    return error_response(ProtocolError(f"{type(exc).__name__}: {exc}"))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        error: ProtocolError = ModelNotFoundError(
+            f"no route {request.method} {request.url.path} (V1: /v1/models/{{name}}:predict, "
+            "V2: /v2/models/{name}/infer)"
+        )
+    else:
+        error = ProtocolError(f"{request.method} {request.url.path}: {exc.detail}")
+        error.status = exc.status_code
+    response = error_response(error)
+    for key, value in (exc.headers or {}).items():
+        response.headers[key] = value
+    return response
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    details: Any = getattr(exc, "errors", lambda: [])()
+    first = details[0] if details else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    message = first.get("msg", "invalid request")
+    return error_response(
+        InvalidInputError(f"invalid request: {where}: {message}".replace(": :", ":"))
+    )

@@ -1,0 +1,173 @@
+"""Running the model server: one uvicorn process, or several sharing one listening socket.
+
+`serve(config)` binds the socket itself (so a busy port is one clear error, and `port=0`
+gets a free one), loads the models, then:
+
+* with one worker, runs uvicorn in this process on the loaded app;
+* with N workers, checks that every model loads here, writes the config to a private file
+  named by `HEADWATER_SERVE_CONFIG`, and lets uvicorn's supervisor start N processes, each
+  building its app with `app_from_environment` (every worker loads every model) and
+  accepting on the shared socket. The supervisor restarts a worker that dies.
+
+Either way the server stops gracefully on SIGINT/SIGTERM: requests in flight are answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from headwater.errors import UserError
+from headwater.serving.config import ServerConfig
+from headwater.serving.repository import ModelRepository
+from headwater.serving.security import check_bind
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+#: Names the JSON file holding a `ServerConfig` for the worker processes.
+CONFIG_ENV = "HEADWATER_SERVE_CONFIG"
+#: The import string uvicorn's workers build their app with.
+APP_FACTORY = "headwater.serving.server:app_from_environment"
+#: Seconds a stopping server waits for requests in flight.
+GRACEFUL_SHUTDOWN_S = 30
+
+
+def serve(config: ServerConfig, *, announce: Callable[[str], None] = lambda line: None) -> None:
+    """Serve `config.sources` until interrupted.
+
+    Args:
+        config: The settings.
+        announce: Called with a line per model and one with the server's URL, once it is
+            bound and the models are loaded.
+
+    Raises:
+        InvalidArgumentError: A non-loopback host without a token.
+        UserError: The address cannot be bound, or a model fails to load.
+    """
+    import uvicorn
+
+    from headwater.serving.app import create_app
+
+    check_bind(config.host, config.token)
+    sock = bind(config.host, config.port)
+    with contextlib.closing(sock):
+        repository = ModelRepository.from_sources(config.sources)
+        port = sock.getsockname()[1]
+        for source in config.sources:
+            announce(f"model {source.describe()}")
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        workers = f" with {config.workers} workers" if config.workers > 1 else ""
+        announce(f"serving on http://{host}:{port}{workers} (KServe V1 /v1/models, V2 /v2)")
+        if config.workers == 1:
+            app = create_app(repository, token=config.token, max_body_bytes=config.max_body_bytes)
+            settings = uvicorn.Config(
+                app,
+                log_level="warning",
+                access_log=False,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+            )
+            server = uvicorn.Server(settings)
+            with _stop_signals_as_interrupts():
+                try:
+                    server.run(sockets=[sock])
+                except KeyboardInterrupt:
+                    # uvicorn re-raises the stop signal once it has shut down gracefully:
+                    # a served-and-stopped server is a normal end (as `uvicorn.run` has it).
+                    if not server.started:
+                        raise
+            return
+        repository.close()  # it loaded: each worker loads its own copy
+        from uvicorn.supervisors import Multiprocess
+
+        with _config_file(config) as path:
+            os.environ[CONFIG_ENV] = str(path)
+            try:
+                settings = uvicorn.Config(
+                    APP_FACTORY,
+                    factory=True,
+                    workers=config.workers,
+                    log_level="warning",
+                    access_log=False,
+                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                )
+                Multiprocess(settings, sockets=[sock]).run()
+            finally:
+                os.environ.pop(CONFIG_ENV, None)
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one worker process, from the config file `HEADWATER_SERVE_CONFIG` names."""
+    from headwater.serving.app import create_app
+
+    path = os.environ.get(CONFIG_ENV)
+    if not path:
+        raise UserError(f"{CONFIG_ENV} is not set: start workers with headwater serve")
+    config = ServerConfig.from_json(json.loads(Path(path).read_text()))
+    repository = ModelRepository.from_sources(config.sources)
+    return create_app(repository, token=config.token, max_body_bytes=config.max_body_bytes)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket bound to `host:port` (inherited by worker processes).
+
+    Raises:
+        UserError: The address is in use, not this machine's, or not allowed.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and
+    # without it a response's header and body writes wait 40 ms on the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        hint = " (another server is there: choose another --port)" if exc.errno == 98 else ""
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}{hint}") from exc
+    except (OverflowError, TypeError) as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {exc}") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+@contextlib.contextmanager
+def _stop_signals_as_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as SIGINT does, while the block runs (main thread
+    only), so either ends the server the same way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _config_file(config: ServerConfig) -> Iterator[Path]:
+    """The config as JSON in a directory only this user can read (it holds the token)."""
+    folder = Path(tempfile.mkdtemp(prefix="headwater-serve-"))
+    try:
+        path = folder / "config.json"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as stream:
+            json.dump(config.to_json(), stream)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

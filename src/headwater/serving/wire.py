@@ -1,0 +1,109 @@
+"""Bodies on the wire: reading a bounded JSON request, writing JSON answers and errors.
+
+Every error the server sends is `{"error": "<message>"}` with the status its `ProtocolError`
+carries: the protocols' own format, also for routes that do not exist (404), methods a route
+does not take (405) and bodies too large (413).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import Response
+
+from headwater.serving.errors import InvalidInputError, PayloadTooLargeError, ProtocolError
+
+#: The response header naming the model version that served a request.
+VERSION_HEADER = "x-headwater-model-version"
+#: Bodies larger than this are parsed on a worker thread, not on the event loop.
+OFFLOAD_BYTES = 256 * 1024
+_BINARY = (
+    "binary tensor data (the Triton binary extension, Inference-Header-Content-Length) is "
+    "not supported: send tensors as JSON 'data' (tritonclient: binary_data=False)"
+)
+
+
+async def read_json(request: Request, limit: int) -> tuple[dict[str, Any], int]:
+    """The request's JSON object and its size in bytes, reading at most `limit` bytes.
+
+    Raises:
+        PayloadTooLargeError: The body (declared or as read) exceeds `limit`.
+        InvalidInputError: No body, a binary-extension body, malformed JSON, or not an object.
+    """
+    if "inference-header-content-length" in request.headers:
+        raise InvalidInputError(_BINARY)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLargeError(_too_large(int(declared), limit))
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLargeError(_too_large(size, limit, at_least=True))
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if not body.strip():
+        raise InvalidInputError("the request has no body: send a JSON object")
+    parsed = await anyio.to_thread.run_sync(_parse, body) if size > OFFLOAD_BYTES else _parse(body)
+    if not isinstance(parsed, dict):
+        raise InvalidInputError(f"the body must be a JSON object, got a JSON {_kind(parsed)}")
+    return parsed, size
+
+
+def json_response(
+    payload: Any, *, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    """`payload` as compact JSON (NaN and infinities as null: JSON has no such numbers)."""
+    try:
+        text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(payload), separators=(",", ":"))
+    return Response(text, status_code=status, headers=headers, media_type="application/json")
+
+
+def error_response(error: ProtocolError) -> Response:
+    """The protocols' error answer: `{"error": message}` with the error's status."""
+    headers = {"www-authenticate": "Bearer"} if error.status == 401 else None
+    return json_response({"error": str(error)}, status=error.status, headers=headers)
+
+
+def _parse(body: bytes) -> Any:
+    try:
+        return json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError("the body is not UTF-8 text: send a JSON object") from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
+    except RecursionError as exc:
+        raise InvalidInputError("malformed JSON: nested too deeply") from exc
+
+
+def _too_large(size: int, limit: int, *, at_least: bool = False) -> str:
+    more = "more than " if at_least else ""
+    return (
+        f"the body is {more}{size} bytes; this server takes at most {limit} bytes "
+        "(headwater serve --max-body-mb)"
+    )
+
+
+def _kind(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

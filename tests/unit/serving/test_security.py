@@ -1,0 +1,64 @@
+"""Loopback by default; elsewhere a bearer token on every request but the health probes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+
+from headwater.errors import UserError
+from headwater.serving.app import create_app
+from headwater.serving.security import check_bind, is_loopback
+
+from .helpers import client
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.4", False),
+        ("myhost.example", False),
+    ],
+)
+def test_loopback_hosts(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_a_non_loopback_host_needs_a_token() -> None:
+    check_bind("127.0.0.1", None)
+    check_bind("0.0.0.0", "t0ken")
+    refused = re.escape("refusing to serve on '0.0.0.0' without a token")
+    with pytest.raises(UserError, match=refused):
+        check_bind("0.0.0.0", None)
+
+
+@pytest.mark.anyio
+async def test_every_request_but_health_needs_the_token(
+    xgboost_model: Callable[..., str],
+) -> None:
+    app = create_app([xgboost_model()], token="s3cret")
+    async with client(app) as anonymous:
+        refused = await anonymous.get("/v1/models")
+        metadata = await anonymous.get("/v2/models/churn/ready")
+        live = await anonymous.get("/v2/health/live")
+        ready = await anonymous.get("/v2/health/ready")
+    async with client(app, authorization="Bearer nope") as wrong:
+        mistaken = await wrong.post("/v1/models/churn:predict", json={"instances": [[1, 2, 3, 4]]})
+    async with client(app, authorization="bearer s3cret") as right:
+        allowed = await right.post("/v1/models/churn:predict", json={"instances": [[1, 2, 3, 4]]})
+    for answer in (refused, metadata):
+        assert answer.status_code == 401
+        assert answer.json() == {
+            "error": "this server needs a token: send 'Authorization: Bearer <token>'"
+        }
+        assert answer.headers["www-authenticate"] == "Bearer"
+    assert mistaken.status_code == 401 and "not this server's" in mistaken.json()["error"]
+    assert live.status_code == ready.status_code == allowed.status_code == 200
