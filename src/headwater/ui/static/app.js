@@ -76,6 +76,30 @@ async function showTask(runId, task) {
   } catch (err) { log.textContent = String(err); }
 }
 
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+// Re-lay the server's layered graph out with dagre (fewer crossings, routed edges).
+function relayout(svg, graph) {
+  if (!window.dagre || typeof layoutGraph !== "function") return; // keep the server's layout
+  const laid = layoutGraph(window.dagre, graph, 180, 44);
+  for (const g of svg.querySelectorAll("g.node")) {
+    const p = laid.nodes[g.dataset.task];
+    if (p) g.setAttribute("transform", `translate(${p.x},${p.y})`);
+  }
+  for (const line of svg.querySelectorAll(".edge")) line.remove();
+  const first = svg.querySelector("g.node");
+  for (const e of laid.edges) {
+    const path = document.createElementNS(SVG_NS, "polyline");
+    path.setAttribute("class", "edge");
+    path.setAttribute("fill", "none");
+    path.setAttribute("marker-end", "url(#arrow)");
+    path.setAttribute("points", e.points.map((p) => p.join(",")).join(" "));
+    svg.insertBefore(path, first);
+  }
+  svg.setAttribute("width", laid.width);
+  svg.setAttribute("height", laid.height);
+}
+
 function setupRun() {
   const svg = document.getElementById("dag");
   if (!svg) return;
@@ -86,8 +110,10 @@ function setupRun() {
       g.onclick = () => { selected = g.dataset.task; const t = run && run.tasks.find((x) => x.name === selected); if (t) showTask(runId, t); };
     }
   };
+  let laidOut = false;
   const refresh = async () => {
     run = await getJSON(`/api/v1/runs/${encodeURIComponent(runId)}`);
+    if (!laidOut) { laidOut = true; relayout(svg, run.graph); }
     const names = run.tasks.map((t) => t.name).join("|");
     if (names !== svg.dataset.tasks) { location.reload(); return; } // new tasks: lay out again
     for (const t of run.tasks) {
