@@ -22,6 +22,18 @@ The tree::
         ├── MissingDependencyError      an optional extra is not installed (also ImportError)
         └── EngineError                 the engine reached a state it cannot go on from (a bug)
 
+The model server adds its protocol errors (`headwater.serving.errors`), each carrying the HTTP
+status it is answered with::
+
+    HeadwaterError
+    └── ProtocolError                   answered as {"error": message} with its status
+        ├── InvalidInputError           400; also a UserError
+        ├── UnauthorizedError           401; also a UserError
+        ├── ModelNotFoundError          404; also a NotFoundError
+        ├── PayloadTooLargeError        413; also a UserError
+        ├── NotSupportedError           501 (a verb the model does not implement)
+        └── ModelNotReadyError          503, retryable; also a HeadwaterSystemError
+
 Warnings (`warnings.warn` categories; the run goes on)::
 
     HeadwaterWarning                    root of our warnings (a UserWarning)
