@@ -9,7 +9,7 @@ from typing import Any
 
 from headwater.api.artifacts import get_artifact
 from headwater.api.lineage import lineage
-from headwater.api.runs import RunInfo, get_run, list_runs
+from headwater.api.runs import RunDetails, RunInfo, get_run, list_runs
 from headwater.errors import InvalidArgumentError, NotFoundError
 
 __all__ = [
@@ -177,4 +177,24 @@ def compare_view(run_ids: list[str], *, metadata: str | None) -> dict[str, Any]:
         "runs": [run_json(r) for r in runs],
         "parameters": table(lambda r: r.parameters),
         "metrics": table(lambda r: r.metrics),
+        "roc": _roc_curves(runs, metadata),
     }
+
+
+def _roc_curves(runs: list[RunDetails], metadata: str | None) -> list[dict[str, Any]]:
+    """The ROC points of every ClassificationMetrics artifact the runs' tasks wrote."""
+    from headwater.ui.previews import classification
+
+    curves = []
+    for run in runs:
+        for task in run.tasks:
+            for slot, uris in sorted(task.output_artifacts.items()):
+                for uri in uris:
+                    art = get_artifact(uri, metadata=metadata)
+                    if art.type != "system.ClassificationMetrics":
+                        continue
+                    points = classification(art.metadata)["roc"]
+                    if points:
+                        name = f"{run.run_id[:8]} {task.name}/{slot}"
+                        curves.append({"name": name, "artifact_id": art.id, "points": points})
+    return curves

@@ -14,7 +14,7 @@ from typing import Any
 
 from headwater.api.runs import RunDetails
 
-__all__ = ["NODE_H", "NODE_W", "layout"]
+__all__ = ["NODE_H", "NODE_W", "layout", "lineage_layout", "place"]
 
 NODE_W, NODE_H = 180, 44
 GAP_X, GAP_Y = 30, 56
@@ -68,9 +68,34 @@ def _ir_dependencies(ir: dict[str, Any] | None) -> dict[str, list[str]]:
 def layout(run: RunDetails, ir: dict[str, Any] | None) -> dict[str, Any]:
     """`{"nodes": [{name, state, x, y, layer}], "edges": [{from, to, points}], "width",
     "height"}` with coordinates in pixels, sources on top."""
-    names = [t.name for t in run.tasks]
     states = {t.name: t.state for t in run.tasks}
     pairs = [(a, b) for a, b in edges_of(run, ir) if a in states and b in states]
+    placed = place([t.name for t in run.tasks], pairs)
+    for node in placed["nodes"]:
+        node["state"] = states[node["name"]]
+    return placed
+
+
+def lineage_layout(graph: dict[str, Any]) -> dict[str, Any]:
+    """A lineage graph (`headwater.api.lineage`) laid out the same way, data flowing down:
+    artifacts and task executions as nodes (runs are named on their executions)."""
+    kept = [n for n in graph["nodes"] if n["kind"] in ("artifact", "execution")]
+    ids = {n["id"] for n in kept}
+    pairs = [
+        (e["from"], e["to"])
+        for e in graph["edges"]
+        if e["from"] in ids and e["to"] in ids and e["kind"] in ("INPUT", "OUTPUT")
+    ]
+    placed = place([n["id"] for n in kept], sorted(set(pairs)))
+    info = {n["id"]: n for n in kept}
+    for node in placed["nodes"]:
+        node["node"] = info[node["name"]]
+    return placed
+
+
+def place(names: list[str], pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """Layered layout of `names` with edges `pairs`: each node one layer below its deepest
+    parent (cycles are cut where met), ordered in its layer by its parents' mean column."""
     parents: dict[str, list[str]] = {n: [] for n in names}
     for a, b in pairs:
         parents[b].append(a)
@@ -109,7 +134,7 @@ def layout(run: RunDetails, ir: dict[str, Any] | None) -> dict[str, Any]:
         for i, name in enumerate(row):
             x, y = left + i * (NODE_W + GAP_X), GAP_Y / 2 + index * (NODE_H + GAP_Y)
             pos[name] = (x, y)
-            nodes.append({"name": name, "state": states[name], "x": x, "y": y, "layer": index})
+            nodes.append({"name": name, "x": x, "y": y, "layer": index})
     edges = [
         {
             "from": a,

@@ -82,7 +82,10 @@ def artifact_page(request: Request, ref: str) -> str:
             plots["confusion"] = confusion_matrix_svg(matrix["labels"], matrix["rows"])
         if preview["roc"]:
             plots["roc"] = roc_svg([(art["name"], preview["roc"])])
+    from headwater.ui.graph import lineage_layout
+
     lineage = data.lineage_view(str(art["id"]), metadata=_store(request), hops=2, limit=60)
+    lineage["layout"] = lineage_layout(lineage)
     return render(
         "artifact.html", art=art, preview=preview, plots=plots, lineage=lineage,
         title=f"Artifact {art['name']}",
@@ -91,6 +94,9 @@ def artifact_page(request: Request, ref: str) -> str:
 
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, runs: str = "") -> str:
+    from headwater.ui.svg import roc_svg
+
     ids = [r for r in runs.split(",") if r.strip()]
     view = data.compare_view(ids, metadata=_store(request))
-    return render("compare.html", view=view, title="Compare")
+    roc = roc_svg([(c["name"], c["points"]) for c in view["roc"]]) if view["roc"] else ""
+    return render("compare.html", view=view, roc=roc, title="Compare")

@@ -180,6 +180,7 @@ def test_compare_marks_differences(store: Store) -> None:
     assert not params["broken"]["differs"]
     metrics = {r["name"]: r["differs"] for r in body["metrics"]}
     assert metrics == {"accuracy": True, "rows": True}
+    assert [c["name"].split()[0] for c in body["roc"]] == [store.first[:8], store.ok[:8]]
     assert call("GET", f"/api/v1/compare?runs={store.ok}").status_code == 400
 
 

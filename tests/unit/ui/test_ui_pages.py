@@ -45,7 +45,9 @@ def test_artifact_page_plots_classification_metrics(store: Store) -> None:
     page = call("GET", f"/artifacts/{headwater.get_artifact(uri).id}")
     assert page.status_code == 200
     assert 'class="confusion"' in page.text and 'class="roc-curve"' in page.text
-    assert "lineage" in page.text.lower() and f"/runs/{store.ok}" in page.text
+    assert '<svg id="lineage"' in page.text and f'<a href="/runs/{store.ok}">' in page.text
+    assert re.search(r'<g class="node artifact selected" data-id="a:\d+"', page.text)
+    assert 'data-id="e:' in page.text  # the task that wrote it
 
 
 def test_artifact_page_sandboxes_html_and_sanitises_markdown(store: Store) -> None:
@@ -90,6 +92,7 @@ def test_compare_page_highlights_differences(store: Store) -> None:
     assert page.status_code == 200
     assert '<tr class="differs"><th>rows</th>' in page.text
     assert '<tr class="same"><th>broken</th>' in page.text
+    assert page.text.count('class="roc-curve"') == 2  # one per run, overlaid
 
 
 def test_unknown_pages_are_html_errors(store: Store) -> None:
