@@ -93,10 +93,37 @@ def run_view(run_id: str, *, metadata: str | None) -> dict[str, Any]:
     run = get_run(run_id, metadata=metadata)
     with reading(metadata) as store:
         ir = None if store is None else store.get_pipeline_ir(run.run_id)
+        records = {} if store is None else {e.id: e for e in store.list_executions(run.run_id)}
     tasks = []
     for task in run.tasks:
-        tasks.append({**task.to_json(), "duration_s": task.duration})
-    return {**run_json(run), "tasks": tasks, "graph": layout(run, ir)}
+        record = records.get(task.execution_id)
+        tasks.append(
+            {
+                **task.to_json(),
+                "duration_s": task.duration,
+                "cache_key": record.cache_key if record else "",
+                "group": record.parent_dag if record else "",
+                "iteration": record.iteration if record else "",
+            }
+        )
+    graph = layout(run, ir)
+    groups = {t["name"]: t["group"] for t in tasks}
+    for node in graph["nodes"]:
+        node["group"] = groups.get(node["name"], "")
+    graph["groups"] = _groups(set(groups.values()))
+    return {**run_json(run), "tasks": tasks, "graph": graph}
+
+
+def _groups(names: set[str]) -> list[dict[str, str]]:
+    """Nested pipelines as groups, `inner.leaf` inside `inner`: [{id, label, parent}]."""
+    every: set[str] = set()
+    for name in names:
+        parts = name.split(".") if name else []
+        every.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+    return [
+        {"id": g, "label": g.rsplit(".", 1)[-1], "parent": g.rsplit(".", 1)[0] if "." in g else ""}
+        for g in sorted(every)
+    ]
 
 
 def log_path(run_id: str, task: str, *, metadata: str | None) -> Path:

@@ -21,10 +21,6 @@ GAP_X, GAP_Y = 30, 56
 _ITERATION = re.compile(r"\[\d+\]")
 
 
-def _base(name: str) -> str:
-    return _ITERATION.sub("", name).rsplit(".", 1)[-1]
-
-
 def edges_of(run: RunDetails, ir: dict[str, Any] | None) -> list[tuple[str, str]]:
     """(upstream task, downstream task) pairs, without duplicates or self-loops."""
     writer: dict[str, str] = {}
@@ -39,30 +35,62 @@ def edges_of(run: RunDetails, ir: dict[str, Any] | None) -> list[tuple[str, str]
                 source = writer.get(uri)
                 if source is not None and source != task.name:
                     found.add((source, task.name))
-    by_base: dict[str, list[str]] = {}
+    executed: dict[str, list[str]] = {}
     for task in run.tasks:
-        by_base.setdefault(_base(task.name), []).append(task.name)
-    for task_name, deps in _ir_dependencies(ir).items():
-        for name in by_base.get(task_name, []):
-            for dep in deps:
-                for source in by_base.get(dep, []):
-                    if source != name:
-                        found.add((source, name))
+        executed.setdefault(_ITERATION.sub("", task.name), []).append(task.name)
+    for up, down in _ir_edges(ir):
+        for source in executed.get(up, []):
+            for target in executed.get(down, []):
+                if source != target and _same_iteration(source, target):
+                    found.add((source, target))
     return sorted(found)
 
 
-def _ir_dependencies(ir: dict[str, Any] | None) -> dict[str, list[str]]:
-    """IR task name -> the IR tasks it depends on, over the root and every component DAG."""
+def _same_iteration(source: str, target: str) -> bool:
+    """True if one task's loop indices lead the other's (`add[1]` and `sum[1][0]`, or a
+    task outside the loop), so iterations are not cross-linked."""
+    a, b = _ITERATION.findall(source), _ITERATION.findall(target)
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _ir_edges(ir: dict[str, Any] | None) -> set[tuple[str, str]]:
+    """(upstream, downstream) executor-task names without loop indices, from the IR's
+    `dependentTasks`: a dependency on a loop or nested pipeline links its last tasks to the
+    first tasks of the dependent one. Nested-pipeline tasks are named `inner.task`."""
     if not ir:
-        return {}
-    dags = [ir.get("root", {}).get("dag", {})]
-    dags += [c.get("dag", {}) for c in ir.get("components", {}).values() if isinstance(c, dict)]
-    deps: dict[str, list[str]] = {}
-    for dag in dags:
-        for name, spec in (dag.get("tasks") or {}).items():
-            if isinstance(spec, dict):
-                deps.setdefault(name, []).extend(spec.get("dependentTasks") or [])
-    return deps
+        return set()
+    components = ir.get("components", {})
+    edges: set[tuple[str, str]] = set()
+
+    def walk(dag: dict[str, Any], prefix: str) -> tuple[set[str], set[str]]:
+        """The (first, last) executor tasks of `dag`, recording the edges inside it."""
+        tasks = {k: v for k, v in (dag.get("tasks") or {}).items() if isinstance(v, dict)}
+        ends: dict[str, tuple[set[str], set[str]]] = {}
+        for name, spec in tasks.items():
+            component = components.get(spec.get("componentRef", {}).get("name", ""), {})
+            if isinstance(component, dict) and "dag" in component:
+                loop = "parameterIterator" in spec or "artifactIterator" in spec
+                ends[name] = walk(component["dag"], prefix if loop else f"{prefix}{name}.")
+            else:
+                ends[name] = ({prefix + name}, {prefix + name})
+        needed: set[str] = set()
+        for name, spec in tasks.items():
+            for dep in spec.get("dependentTasks") or []:
+                if dep in ends:
+                    needed.add(dep)
+                    edges.update((u, d) for u in ends[dep][1] for d in ends[name][0])
+        first: set[str] = set()
+        last: set[str] = set()
+        for name, spec in tasks.items():
+            if not any(d in ends for d in spec.get("dependentTasks") or []):
+                first |= ends[name][0]
+            if name not in needed:
+                last |= ends[name][1]
+        return first, last
+
+    walk(ir.get("root", {}).get("dag", {}), "")
+    return edges
 
 
 def layout(run: RunDetails, ir: dict[str, Any] | None) -> dict[str, Any]:

@@ -64,6 +64,7 @@ async function showTask(runId, task) {
     el("h2", {}, task.name),
     el("p", {}, el("span", { class: `state ${task.state}` }, task.state),
       task.duration ? ` · ${task.duration}` : "", task.cached_from ? ` · cached from execution ${task.cached_from}` : "",
+      task.cache_key ? ` · cache key ${task.cache_key.slice(0, 12)}` : "",
       ` · attempts ${task.attempts}`),
     el("h3", {}, "Inputs"), kvTable(task.inputs), kvTable(task.artifacts.inputs),
     el("h3", {}, "Outputs"), kvTable(task.outputs), kvTable(task.artifacts.outputs),
@@ -86,8 +87,20 @@ function relayout(svg, graph) {
     const p = laid.nodes[g.dataset.task];
     if (p) g.setAttribute("transform", `translate(${p.x},${p.y})`);
   }
-  for (const line of svg.querySelectorAll(".edge")) line.remove();
+  for (const line of svg.querySelectorAll(".edge, .group")) line.remove();
   const first = svg.querySelector("g.node");
+  for (const grp of laid.groups) {
+    const box = document.createElementNS(SVG_NS, "g");
+    box.setAttribute("class", "group");
+    const rect = document.createElementNS(SVG_NS, "rect");
+    for (const [k, v] of Object.entries({ x: grp.x, y: grp.y, width: grp.width, height: grp.height, rx: 8 })) rect.setAttribute(k, v);
+    const label = document.createElementNS(SVG_NS, "text");
+    label.setAttribute("x", grp.x + 8);
+    label.setAttribute("y", grp.y + 16);
+    label.textContent = grp.label;
+    box.append(rect, label);
+    svg.insertBefore(box, first);
+  }
   for (const e of laid.edges) {
     const path = document.createElementNS(SVG_NS, "polyline");
     path.setAttribute("class", "edge");

@@ -5,20 +5,30 @@
 "use strict";
 
 function layoutGraph(dagre, graph, nodeWidth, nodeHeight) {
-  const g = new dagre.graphlib.Graph();
+  // Nested pipelines are compound nodes ("group:" ids keep them apart from task names).
+  const g = new dagre.graphlib.Graph({ compound: true });
   g.setGraph({ rankdir: "TB", nodesep: 30, ranksep: 56, marginx: 16, marginy: 16 });
   g.setDefaultEdgeLabel(() => ({}));
-  for (const n of graph.nodes) g.setNode(n.name, { width: nodeWidth, height: nodeHeight });
+  const groupId = (name) => `group:${name}`;
+  for (const grp of graph.groups || []) g.setNode(groupId(grp.id), { label: grp.label, paddingTop: 24 });
+  for (const grp of graph.groups || []) if (grp.parent) g.setParent(groupId(grp.id), groupId(grp.parent));
+  for (const n of graph.nodes) {
+    g.setNode(n.name, { width: nodeWidth, height: nodeHeight });
+    if (n.group) g.setParent(n.name, groupId(n.group));
+  }
   for (const e of graph.edges) g.setEdge(e.from, e.to);
   dagre.layout(g);
   const nodes = {};
+  const groups = [];
   for (const name of g.nodes()) {
     const n = g.node(name);
     // dagre gives centres; the SVG places a node by its top-left corner.
-    nodes[name] = { x: n.x - nodeWidth / 2, y: n.y - nodeHeight / 2 };
+    const box = { x: n.x - n.width / 2, y: n.y - n.height / 2, width: n.width, height: n.height };
+    if (name.startsWith("group:")) groups.push({ id: name.slice(6), label: n.label, ...box });
+    else nodes[name] = { x: box.x, y: box.y };
   }
   const edges = g.edges().map((e) => ({ from: e.v, to: e.w, points: g.edge(e).points.map((p) => [p.x, p.y]) }));
-  return { nodes, edges, width: g.graph().width, height: g.graph().height };
+  return { nodes, edges, groups, width: g.graph().width, height: g.graph().height };
 }
 
 if (typeof module !== "undefined") module.exports = { layoutGraph };
