@@ -169,7 +169,12 @@ def artifact_view(ref: str, *, metadata: str | None) -> dict[str, Any]:
     if art.producer is not None:
         with contextlib.suppress(NotFoundError):
             roots.insert(0, get_run(art.producer.run_id, metadata=metadata).pipeline_root)
-    return {**art.to_json(), "preview": preview(art, [r for r in roots if r])}
+    view = {**art.to_json(), "preview": preview(art, [r for r in roots if r])}
+    if art.type == "system.Model":
+        from headwater.api.models import list_models
+
+        view["registry"] = [m.to_json() for m in list_models(metadata=metadata) if m.uri == art.uri]
+    return view
 
 
 def lineage_view(

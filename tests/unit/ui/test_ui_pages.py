@@ -124,3 +124,16 @@ def test_token_in_the_query_sets_a_cookie(store: Store) -> None:
     assert page.status_code == 200 and store.failed in page.text
     bad = call("GET", "/?token=guess", token="s3cret")
     assert bad.status_code == 401 and "token" in bad.text
+
+
+def test_model_artifact_shows_its_registry_entries(store: Store) -> None:
+    pipelines = Path(__file__).parents[2] / "integration" / "pipelines"
+    done = headwater.run(str(pipelines / "models_register.py"), {"seed": 3})
+    assert done.state == "SUCCEEDED"
+    [train] = [t for t in headwater.get_run(done.run_id).tasks if t.name == "train"]
+    uri = train.output_artifacts["model"][0]
+    body = call("GET", f"/api/v1/artifacts/{uri}").json()
+    [entry] = body["registry"]
+    assert (entry["name"], entry["stage"], entry["run_id"]) == ("toy", "production", done.run_id)
+    page = call("GET", f"/artifacts/{uri}").text
+    assert "<h2>Model registry</h2>" in page and "<td>toy</td>" in page
