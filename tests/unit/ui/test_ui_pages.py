@@ -137,3 +137,13 @@ def test_model_artifact_shows_its_registry_entries(store: Store) -> None:
     assert (entry["name"], entry["stage"], entry["run_id"]) == ("toy", "production", done.run_id)
     page = call("GET", f"/artifacts/{uri}").text
     assert "<h2>Model registry</h2>" in page and "<td>toy</td>" in page
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/api/v1/runs", "/api/v1/runs/nope"], ids=["page", "api", "404"]
+)
+def test_security_headers_on_every_response(store: Store, path: str) -> None:
+    headers = call("GET", path).headers
+    assert "script-src 'self'" in headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff"
