@@ -121,6 +121,7 @@ function setupRun() {
   const bind = () => {
     for (const g of svg.querySelectorAll("g.node")) {
       g.onclick = () => { selected = g.dataset.task; const t = run && run.tasks.find((x) => x.name === selected); if (t) showTask(runId, t); };
+      g.onkeydown = (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); g.onclick(); } };
     }
   };
   let laidOut = false;
