@@ -116,7 +116,15 @@ def _table(path: Path) -> dict[str, Any] | None:
 
 
 def _parquet(path: Path) -> dict[str, Any]:
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        return {
+            "format": "parquet (install pyarrow to preview it)",
+            "columns": [],
+            "rows": [],
+            "total_rows": None,
+        }
 
     meta = pq.ParquetFile(path)
     schema = meta.schema_arrow
