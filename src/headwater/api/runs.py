@@ -201,6 +201,7 @@ def list_runs(
     state: str | None = None,
     limit: int | None = 50,
     offset: int = 0,
+    text: str | None = None,
     metadata: MetadataArg = None,
 ) -> list[RunInfo]:
     """Runs, newest first, with their metrics. Reads only.
@@ -210,6 +211,9 @@ def list_runs(
         state: Only runs in this state: RUNNING, SUCCEEDED, FAILED or INTERRUPTED (any case).
         limit: At most this many (None: all).
         offset: Skip this many of the newest first (for paging: `offset=50, limit=50`).
+        text: Only runs whose id starts with it, or whose pipeline name or state contains
+            it, ignoring case (filtered in the store's query). The state matched is the one
+            stored: a dead engine's run shown INTERRUPTED is stored, and matched, as RUNNING.
         metadata: A `MetadataStore`, a SQLAlchemy URL, or None for the default store.
 
     Returns:
@@ -223,20 +227,24 @@ def list_runs(
     if limit is not None:
         count("limit", limit, minimum=1)
     count("offset", offset, minimum=0)
+    text = (text or "").strip() or None
     with reading(metadata) as store:
         if store is None:
             return []
         if wanted not in ("RUNNING", "INTERRUPTED"):
-            records = store.list_runs(pipeline=pipeline, state=wanted, limit=limit, offset=offset)
+            records = store.list_runs(
+                pipeline=pipeline, state=wanted, limit=limit, offset=offset, text=text
+            )
             return [RunInfo.of(presented_run(r)) for r in records]
         # A dead engine's run is stored RUNNING but shown INTERRUPTED, so these two states
         # are filtered after presenting. RUNNING runs are few; INTERRUPTED ones are read
         # only as far as the page needs.
-        running = [presented_run(r) for r in store.list_runs(pipeline=pipeline, state="RUNNING")]
+        stored = store.list_runs(pipeline=pipeline, state="RUNNING", text=text)
+        running = [presented_run(r) for r in stored]
         shown = [r for r in running if r.state == wanted]
         if wanted == "INTERRUPTED":
             end = None if limit is None else offset + limit
-            shown += store.list_runs(pipeline=pipeline, state="INTERRUPTED", limit=end)
+            shown += store.list_runs(pipeline=pipeline, state="INTERRUPTED", limit=end, text=text)
             shown.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         page = shown[offset:] if limit is None else shown[offset : offset + limit]
         return [RunInfo.of(r) for r in page]

@@ -215,8 +215,13 @@ class MetadataStore(abc.ABC):
         state: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        text: str | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first, with their metrics; `offset` skips that many (paging)."""
+        """Runs, newest first, with their metrics; `offset` skips that many (paging).
+
+        `text`, when given, keeps the runs whose id starts with it or whose pipeline name or
+        stored state contains it, ignoring case; LIKE wildcards in it are taken literally.
+        """
 
     @abc.abstractmethod
     def delete_run(self, run_id: str) -> list[str]:

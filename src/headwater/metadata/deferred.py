@@ -182,8 +182,11 @@ class DeferredSqlStore(MetadataStore):
         state: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        text: str | None = None,
     ) -> list[RunRecord]:
-        return self.opened().list_runs(pipeline=pipeline, state=state, limit=limit, offset=offset)
+        return self.opened().list_runs(
+            pipeline=pipeline, state=state, limit=limit, offset=offset, text=text
+        )
 
     def delete_run(self, run_id: str) -> list[str]:
         return self.opened().delete_run(run_id)

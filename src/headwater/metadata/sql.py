@@ -250,14 +250,25 @@ class SqlMetadataStore(MetadataStore):
         state: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        text: str | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first, with their metrics; filtered by pipeline name and state, the
-        first `offset` skipped."""
+        """Runs, newest first, with their metrics; filtered by pipeline name, state and
+        `text` (an id prefix, or part of the pipeline name or state, any case), the first
+        `offset` skipped."""
         where = []
         if pipeline is not None:
             where.append(PIPELINES.c.name == pipeline)
         if state is not None:
             where.append(RUNS.c.state == state)
+        if text:
+            # ILIKE on PostgreSQL, lower() LIKE lower() on SQLite: the same on both.
+            where.append(
+                or_(
+                    RUNS.c.run_id.istartswith(text, autoescape=True),
+                    PIPELINES.c.name.icontains(text, autoescape=True),
+                    RUNS.c.state.icontains(text, autoescape=True),
+                )
+            )
         return self._db.transaction(
             lambda conn: select_runs(conn, *where, limit=limit, offset=offset)
         )

@@ -25,7 +25,9 @@ def list_runs(
     offset: int = Query(0, ge=0),
     pipeline: str | None = None,
     state: str | None = None,
-    q: str | None = Query(None, description="run id prefix, or part of the pipeline name"),
+    q: str | None = Query(
+        None, description="a run id prefix, or part of the pipeline name or state (any case)"
+    ),
 ) -> dict[str, Any]:
     """Runs with run_id, pipeline, state, times, duration_s and metrics; `next_offset` is the
     offset of the next page, or null on the last."""

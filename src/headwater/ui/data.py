@@ -22,10 +22,6 @@ __all__ = [
     "runs_page",
 ]
 
-#: With a text filter, at most this many runs are scanned for matches (newest first).
-SCAN_LIMIT = 20_000
-_SCAN_PAGE = 500
-
 
 def run_json(run: RunInfo) -> dict[str, Any]:
     """A run's JSON with `duration_s` (seconds, None while running)."""
@@ -43,19 +39,20 @@ def runs_page(
 ) -> dict[str, Any]:
     """A page of runs, newest first: `{"runs", "limit", "offset", "next_offset", "metrics"}`.
 
-    Without `q` this is one store query of `limit + 1` rows (the extra one says whether a
-    next page exists). `q` matches a run id prefix or a substring of the pipeline name or
-    state, case-insensitively, over at most the newest `SCAN_LIMIT` runs.
+    This is one store query of `limit + 1` rows (the extra one says whether a next page
+    exists). `q` matches a run id prefix or part of the pipeline name or state, ignoring
+    case, in that query.
     """
     if not 1 <= limit <= 500:
         raise InvalidArgumentError(f"limit must be from 1 to 500, got {limit}")
-    pipeline, state, q = pipeline or None, state or None, (q or "").strip().lower() or None
-    if q is None:
-        found = list_runs(
-            pipeline=pipeline, state=state, limit=limit + 1, offset=offset, metadata=metadata
-        )
-    else:
-        found = _scan(q, pipeline, state, offset + limit + 1, metadata)[offset:]
+    found = list_runs(
+        pipeline=pipeline or None,
+        state=state or None,
+        limit=limit + 1,
+        offset=offset,
+        text=q,
+        metadata=metadata,
+    )
     page = found[:limit]
     metrics = sorted({k for r in page for k in r.metrics})
     return {
@@ -65,24 +62,6 @@ def runs_page(
         "next_offset": offset + limit if len(found) > limit else None,
         "metrics": metrics,
     }
-
-
-def _scan(
-    q: str, pipeline: str | None, state: str | None, wanted: int, metadata: str | None
-) -> list[RunInfo]:
-    hits: list[RunInfo] = []
-    for start in range(0, SCAN_LIMIT, _SCAN_PAGE):
-        chunk = list_runs(
-            pipeline=pipeline, state=state, limit=_SCAN_PAGE, offset=start, metadata=metadata
-        )
-        hits += [
-            r
-            for r in chunk
-            if r.run_id.startswith(q) or q in r.pipeline.lower() or q == r.state.lower()
-        ]
-        if len(hits) >= wanted or len(chunk) < _SCAN_PAGE:
-            break
-    return hits
 
 
 def run_view(run_id: str, *, metadata: str | None) -> dict[str, Any]:

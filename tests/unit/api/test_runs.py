@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Seeded
 
 import headwater
+from conftest import Seeded
 from headwater.errors import InvalidArgumentError, NotFoundError, StorageError, UserError
 from headwater.metadata import open_store
 
@@ -71,6 +71,26 @@ def test_paging(
     seeded()
     page = headwater.list_runs(state=state, limit=limit, offset=offset)
     assert [r.run_id for r in page] == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"text": "O"}, ["ok", "old"]),
+        ({"text": "fail"}, ["broken"]),
+        ({"text": "ok", "state": "succeeded"}, ["ok"]),
+        ({"text": "d", "state": "INTERRUPTED"}, ["dead", "old"]),
+        ({"text": "ab", "state": "RUNNING"}, ["abroad"]),
+        ({"text": "o", "limit": 1, "offset": 1}, ["old"]),
+        ({"text": "  "}, ["dead", "abroad", "ok", "broken", "old"]),
+    ],
+    ids=["id-prefix", "state-part", "with-state", "dead-engine", "running", "paged", "blank"],
+)
+def test_text_filter(
+    seeded: Callable[..., Seeded], kwargs: dict[str, object], expected: list[str]
+) -> None:
+    seeded()
+    assert [r.run_id for r in headwater.list_runs(**kwargs)] == expected  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -184,6 +184,30 @@ def list_runs_order_filters_metrics(store: MetadataStore) -> None:
 # -- executions, artifacts, events ------------------------------------------------------
 
 
+def list_runs_text_filter(store: MetadataStore) -> None:
+    add_run(store, "ab12", pipeline="Train-Model", created_at=1.0)
+    add_run(store, "AB34", pipeline="eval", created_at=2.0)
+    add_run(store, "cd56", pipeline="x_y%z", created_at=3.0)
+    store.finish_run("ab12", state="SUCCEEDED", outputs={}, error=None, finished_at=4.0)
+
+    def found(text: str | None, **kw: Any) -> list[str]:
+        return [r.run_id for r in store.list_runs(text=text, **kw)]
+
+    assert found(None) == found("") == ["cd56", "AB34", "ab12"]
+    assert found("ab") == ["AB34", "ab12"]  # an id prefix, any case
+    assert found("b1") == []  # ids match from the start only
+    assert found("MODEL") == ["ab12"]  # part of the pipeline name, any case
+    assert found("succ") == ["ab12"]  # part of the state
+    assert found("run") == ["cd56", "AB34"]
+    assert found("y%") == ["cd56"]  # LIKE wildcards are taken literally
+    assert found("_") == ["cd56"]
+    assert found("%") == ["cd56"]
+    assert found("ab", state="RUNNING") == ["AB34"]
+    assert found("ab", pipeline="eval") == ["AB34"]
+    assert found("ab", limit=1, offset=1) == ["ab12"]
+    assert found("nothing") == []
+
+
 def executions_upsert(store: MetadataStore) -> None:
     add_run(store, "r")
     first = add_execution(
@@ -606,6 +630,7 @@ SCENARIOS: dict[str, Callable[[MetadataStore], object]] = {
         pipeline_versions_are_shared,
         run_id_prefixes,
         list_runs_order_filters_metrics,
+        list_runs_text_filter,
         executions_upsert,
         artifacts_and_events,
         dangling_references_are_not_found,
