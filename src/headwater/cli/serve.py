@@ -12,9 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import InvalidArgumentError
+from headwater.serving.config import DEFAULT_MAX_LATENCY_MS
+
+if TYPE_CHECKING:
+    from headwater.serving.config import Batching, Canary
 
 #: Where the token is read from when --token is not given (`ps` shows command lines).
 TOKEN_ENV = "HEADWATER_TOKEN"
@@ -55,6 +59,31 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         metavar="M",
         help="largest request body in MiB (default 32); larger ones get 413",
     )
+    serve.add_argument(
+        "--canary",
+        action="append",
+        default=[],
+        metavar="MODEL=PERCENT",
+        help="also serve MODEL (another version of a served model, e.g. churn:4) and send it "
+        "PERCENT%% of that model's requests; change it later with POST "
+        "/admin/models/NAME/traffic (repeatable)",
+    )
+    serve.add_argument(
+        "--max-batch-size",
+        action="append",
+        default=[],
+        metavar="[NAME=]N",
+        help="adaptive batching: join up to N concurrent requests into one predict call, for "
+        "every model or for model NAME (repeatable; default 1: off)",
+    )
+    serve.add_argument(
+        "--max-latency-ms",
+        action="append",
+        default=[],
+        metavar="[NAME=]MS",
+        help=f"adaptive batching: the longest a request waits for its batch to fill (default "
+        f"{DEFAULT_MAX_LATENCY_MS:g}), for every model or for model NAME (repeatable)",
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -76,6 +105,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.max_body_mb > 0:
         raise InvalidArgumentError(f"--max-body-mb must be positive, got {args.max_body_mb}")
     sources = resolve_all(args.models, metadata=args.metadata_url)
+    canaries = tuple(_canary(spec, args.metadata_url) for spec in args.canary)
+    batching = _batching(args.max_batch_size, args.max_latency_ms, [s.name for s in sources])
     config = ServerConfig(
         sources=tuple(sources),
         host=args.host,
@@ -83,6 +114,67 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         token=token,
         max_body_bytes=int(args.max_body_mb * 2**20),
+        canaries=canaries,
+        batching=batching,
     )
     serve(config, announce=lambda line: print(f"headwater: {line}", file=sys.stderr, flush=True))
     return 0
+
+
+def _canary(spec: str, metadata: Any) -> Canary:
+    """`MODEL=PERCENT` -> the canary's resolved source and share."""
+    from headwater.serving.config import Canary
+    from headwater.serving.resolve import resolve
+
+    model, equals, percent = spec.rpartition("=")
+    try:
+        share = float(percent)
+    except ValueError:
+        share = -1.0
+    if not equals or not model or not 0 <= share <= 100:
+        raise InvalidArgumentError(
+            f"--canary must be MODEL=PERCENT with PERCENT from 0 to 100 (e.g. churn:4=10), "
+            f"got {spec!r}"
+        )
+    return Canary(resolve(model, metadata=metadata), share)
+
+
+def _batching(sizes: list[str], latencies: list[str], served: list[str]) -> dict[str, Batching]:
+    """`--max-batch-size`/`--max-latency-ms` values (`N` for all models, `NAME=N` for one)
+    -> batching per endpoint name; models whose size is 1 are left out (not batched)."""
+    from headwater.serving.config import Batching
+
+    size = _per_model("--max-batch-size", sizes, served, int)
+    latency = _per_model("--max-latency-ms", latencies, served, float)
+    found: dict[str, Batching] = {}
+    for name in dict.fromkeys(served):
+        n = int(size.get(name, size.get("", 1)))
+        ms = latency.get(name, latency.get("", DEFAULT_MAX_LATENCY_MS))
+        if n < 1:
+            raise InvalidArgumentError(f"--max-batch-size must be at least 1, got {n}")
+        if not ms >= 0:
+            raise InvalidArgumentError(f"--max-latency-ms must be 0 or more, got {ms:g}")
+        if n > 1:
+            found[name] = Batching(max_batch_size=n, max_latency_ms=float(ms))
+    return found
+
+
+def _per_model(
+    option: str, values: list[str], served: list[str], kind: type[float]
+) -> dict[str, float]:
+    """`{"": all models' value, NAME: that model's}` from `[NAME=]VALUE` strings."""
+    found: dict[str, float] = {}
+    for value in values:
+        name, _, number = value.rpartition("=")
+        if name and name not in served:
+            raise InvalidArgumentError(
+                f"{option} {value!r} names model {name!r}, which is not served "
+                f"(models: {', '.join(dict.fromkeys(served))})"
+            )
+        try:
+            found[name] = kind(number)
+        except ValueError as exc:
+            raise InvalidArgumentError(
+                f"{option} must be [NAME=]{kind.__name__.upper()}, got {value!r}"
+            ) from exc
+    return found

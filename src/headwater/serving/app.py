@@ -25,6 +25,7 @@ from starlette.responses import Response
 from headwater import __version__
 from headwater.errors import HeadwaterError, InvalidArgumentError, UserError
 from headwater.serving import v1, v2
+from headwater.serving.admin import admin_router
 from headwater.serving.config import DEFAULT_MAX_BODY_BYTES
 from headwater.serving.context import ServingContext
 from headwater.serving.errors import InvalidInputError, ModelNotFoundError, ProtocolError
@@ -43,6 +44,7 @@ def create_app(
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     hooks: Sequence[ServingHooks] = (),
+    admin_changes: bool = True,
 ) -> FastAPI:
     """The model server app.
 
@@ -53,6 +55,8 @@ def create_app(
             `Authorization: Bearer <token>`.
         max_body_bytes: The largest request body taken; larger ones get 413.
         hooks: Called after every request and prediction stage (metrics).
+        admin_changes: Let the admin API change traffic and reload (`headwater.serving.admin`);
+            False answers those changes 409 (a server of several worker processes).
 
     Raises:
         UserError: A spec names nothing servable, or a model fails to load.
@@ -77,6 +81,7 @@ def create_app(
     app.state.headwater = ServingContext(repository, tuple(hooks), max_body_bytes)
     app.include_router(v1.router)
     app.include_router(v2.router)
+    app.include_router(admin_router(writable=admin_changes))
     app.add_exception_handler(ProtocolError, _protocol_error)
     app.add_exception_handler(UserError, _user_error)
     app.add_exception_handler(HeadwaterError, _headwater_error)

@@ -61,10 +61,17 @@ def serve(config: ServerConfig, *, announce: Callable[[str], None] = lambda line
     check_bind(config.host, config.token)
     sock = bind(config.host, config.port)
     with contextlib.closing(sock):
-        repository = ModelRepository.from_sources(config.sources)
+        repository = build_repository(config)
         port = sock.getsockname()[1]
         for source in config.sources:
             announce(f"model {source.describe()}")
+        for canary in config.canaries:
+            announce(f"canary {canary.source.describe()} taking {canary.percent:g}% of traffic")
+        for name, batching in config.batching.items():
+            announce(
+                f"batching {name!r}: up to {batching.max_batch_size} requests, waiting at most "
+                f"{batching.max_latency_ms:g} ms"
+            )
         host = f"[{config.host}]" if ":" in config.host else config.host
         workers = f" with {config.workers} workers" if config.workers > 1 else ""
         announce(f"serving on http://{host}:{port}{workers} (KServe V1 /v1/models, V2 /v2)")
@@ -113,8 +120,58 @@ def app_from_environment() -> FastAPI:
     if not path:
         raise UserError(f"{CONFIG_ENV} is not set: start workers with headwater serve")
     config = ServerConfig.from_json(json.loads(Path(path).read_text()))
-    repository = ModelRepository.from_sources(config.sources)
-    return create_app(repository, token=config.token, max_body_bytes=config.max_body_bytes)
+    repository = build_repository(config)
+    return create_app(
+        repository,
+        token=config.token,
+        max_body_bytes=config.max_body_bytes,
+        admin_changes=config.workers == 1,
+    )
+
+
+def build_repository(config: ServerConfig) -> ModelRepository:
+    """The endpoints `config` asks for, loaded: its sources, each endpoint with a batching
+    predictor where `config.batching` names it, then the canaries with their traffic split.
+
+    Raises:
+        UserError: A model fails to load, or a canary names no served model or a version
+            already served; whatever loaded is unloaded.
+    """
+    from headwater.serving.batching import BatchingPredictor
+    from headwater.serving.endpoint import ModelEndpoint
+    from headwater.serving.traffic import CanaryPolicy
+
+    repository = ModelRepository()
+    try:
+        for name in dict.fromkeys(s.name for s in config.sources):
+            batching = config.batching.get(name)
+            if batching is not None and batching.max_batch_size > 1:
+                predictor = BatchingPredictor(
+                    max_batch_size=batching.max_batch_size,
+                    max_latency_ms=batching.max_latency_ms,
+                )
+                repository.add(ModelEndpoint(name, predictor=predictor))
+        for source in config.sources:
+            repository.add_model(source)
+        for canary in config.canaries:
+            name, version = canary.source.name, canary.source.version
+            if name not in repository:
+                served = ", ".join(repository.names)
+                raise UserError(
+                    f"--canary {canary.source.spec or name!r} is for model {name!r}, which is "
+                    f"not served (models: {served}): serve a first version of it too"
+                )
+            if version in repository.endpoint(name).state.versions:
+                raise UserError(
+                    f"--canary {canary.source.spec or name!r}: model {name!r} already serves "
+                    f"version {version}; a canary must be another version"
+                )
+            repository.add_model(canary.source, default=False)
+            repository.endpoint(name).set_policy(CanaryPolicy(version, canary.percent))
+    except BaseException:
+        repository.close()
+        raise
+    return repository
 
 
 def bind(host: str, port: int) -> socket.socket:
