@@ -6,7 +6,8 @@
     # uvicorn.run(app, host="127.0.0.1", port=8080), or httpx.ASGITransport(app) in tests
 
 The layers, outermost first: `ObserveRequests` (timing, the version header, hooks, a JSON
-500 for anything unexpected), `TokenAuth` when there is a token, then the V1 and V2 routes.
+500 for anything unexpected), `TokenAuth` when there is a token, then the V1 and V2 routes,
+the admin API (`headwater.serving.admin`) and `/metrics` (`headwater.serving.metrics`).
 Every error is `{"error": "..."}`: FastAPI's own 404/405 and 422 answers are replaced.
 The app has no OpenAPI pages: the protocols are documented by KServe.
 """
@@ -45,6 +46,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     hooks: Sequence[ServingHooks] = (),
     admin_changes: bool = True,
+    metrics: bool = True,
 ) -> FastAPI:
     """The model server app.
 
@@ -57,6 +59,8 @@ def create_app(
         hooks: Called after every request and prediction stage (metrics).
         admin_changes: Let the admin API change traffic and reload (`headwater.serving.admin`);
             False answers those changes 409 (a server of several worker processes).
+        metrics: Serve Prometheus metrics at `/metrics` (`headwater.serving.metrics`), in a
+            registry of this app's own.
 
     Raises:
         UserError: A spec names nothing servable, or a model fails to load.
@@ -78,7 +82,14 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.headwater = ServingContext(repository, tuple(hooks), max_body_bytes)
+    hooks = tuple(hooks)
+    if metrics:
+        from headwater.serving.metrics import PrometheusHooks, metrics_router
+
+        exporter = PrometheusHooks(repository)
+        hooks = (*hooks, exporter)
+        app.include_router(metrics_router(exporter))
+    app.state.headwater = ServingContext(repository, hooks, max_body_bytes)
     app.include_router(v1.router)
     app.include_router(v2.router)
     app.include_router(admin_router(writable=admin_changes))
@@ -89,7 +100,7 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_error)
     if token:
         app.add_middleware(TokenAuth, token=token)
-    app.add_middleware(ObserveRequests, hooks=tuple(hooks))  # added last: outermost
+    app.add_middleware(ObserveRequests, hooks=hooks)  # added last: outermost
     return app
 
 
