@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, PlainTextResponse
+from pydantic import BaseModel, Field
 
 from headwater.api.runs import delete_run
 from headwater.ui import data
@@ -34,6 +35,55 @@ def list_runs(
     return data.runs_page(
         metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q
     )
+
+
+class PipelineSource(BaseModel):
+    """A pipeline: a `path` on the server's machine, or uploaded `content` with its
+    `filename` (whose suffix, .py, .yaml, .yml or .json, says how to read it)."""
+
+    path: str | None = None
+    content: str | None = None
+    filename: str | None = None
+    pipeline_name: str | None = Field(None, description="which pipeline of a .py file")
+
+    def resolved(self) -> str:
+        """The path to load: `path`, or where the upload was saved."""
+        from headwater.errors import InvalidArgumentError
+        from headwater.ui.launch import save_upload
+
+        if (self.path is None) == (self.content is None):
+            raise InvalidArgumentError("give either 'path' or 'content' (with 'filename')")
+        if self.content is not None:
+            return str(save_upload(self.content, self.filename or "pipeline.yaml"))
+        return str(self.path)
+
+
+class RunRequest(PipelineSource):
+    """A pipeline and the values of its parameters (defaults fill the rest)."""
+
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+@router.post("/pipelines", summary="A pipeline's parameters (uploads are saved)")
+def pipeline_parameters(source: PipelineSource) -> dict[str, Any]:
+    """`{"path", "pipeline", "parameters": [{"name", "type", "kind", "required", "default"}]}`;
+    `path` is where an upload was saved, to start runs of it by path."""
+    from headwater.ui.launch import pipeline_form
+
+    return pipeline_form(source.resolved(), pipeline_name=source.pipeline_name)
+
+
+@router.post("/runs", summary="Start a run")
+def start_run(request: Request, body: RunRequest) -> dict[str, Any]:
+    """Start the pipeline with these parameters in the background: `{"run_id", "url"}` once
+    the run is recorded. A bad pipeline or parameter is a 400 and nothing runs."""
+    from headwater.ui.launch import launch
+
+    run_id = launch(
+        body.resolved(), body.parameters, pipeline_name=body.pipeline_name,
+        metadata=_store(request),
+    )  # fmt: skip
+    return {"run_id": run_id, "url": f"/runs/{run_id}"}
 
 
 @router.get("/runs/{run_id}", summary="A run with its tasks and graph")

@@ -1,5 +1,6 @@
-"""The HTML pages: Runs, Run, Artifact, Compare. Server-rendered with Jinja2 (autoescaped);
-`static/app.js` adds deleting, the task panel and live updates."""
+"""The HTML pages: Runs, Start a run, Run, Artifact, Compare. Server-rendered with Jinja2
+(autoescaped); `static/app.js` adds deleting, the task panel and live updates, and
+`static/launch.js` posts the Start a run form."""
 
 from __future__ import annotations
 
@@ -61,6 +62,25 @@ def runs_page(
     )
     base = {"limit": limit, "pipeline": pipeline, "state": state, "q": q}
     return render("runs.html", page=page, states=STATES, filters=base, title="Runs")
+
+
+@router.get("/runs/new", response_class=HTMLResponse)
+def new_run_page(request: Request, path: str = "", pipeline_name: str = "") -> str:
+    """Choose a pipeline; once chosen, a form typed from its parameters (`static/launch.js`
+    posts it to `POST /api/v1/runs`)."""
+    from headwater.errors import UserError
+    from headwater.ui.launch import pipeline_form
+
+    form, error = None, ""
+    if path:
+        try:
+            form = pipeline_form(path, pipeline_name=pipeline_name or None)
+        except UserError as exc:
+            error = str(exc)
+    return render(
+        "new_run.html", path=path, pipeline_name=pipeline_name, form=form, error=error,
+        title="Start a run",
+    )  # fmt: skip
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)

@@ -30,6 +30,7 @@ def call(
     token: str | None = None,
     headers: dict[str, str] | None = None,
     cookies: dict[str, str] | None = None,
+    json: object = None,
 ) -> httpx.Response:
     """One request to a fresh app over the default store, in process."""
     from headwater.ui import create_app
@@ -39,6 +40,6 @@ def call(
         async with httpx.AsyncClient(
             transport=transport, base_url="http://testserver", cookies=cookies
         ) as client:
-            return await client.request(method, path, headers=headers)
+            return await client.request(method, path, headers=headers, json=json)
 
     return asyncio.run(go())
