@@ -31,8 +31,9 @@ def _artifact(cli: Cli, uri: str) -> dict[str, Any]:
     return shown
 
 
+@pytest.mark.timeout(400)
 def test_digits_example_trains_evaluates_and_registers(headwater: Cli) -> None:
-    result = run_ok(headwater("run", EXAMPLE, "--json", timeout=240))
+    result = run_ok(headwater("run", EXAMPLE, "--json", timeout=380))
     accuracy = result["outputs"]["Output"]
     assert accuracy >= 0.95, result
     trained = _task(result, headwater, "train-lightning-2")
@@ -60,8 +61,9 @@ def test_digits_example_trains_evaluates_and_registers(headwater: Cli) -> None:
     assert [(m["name"], m["version"]) for m in registered] == [("digits-cnn", 1)]
 
 
+@pytest.mark.timeout(300)
 def test_a_parallel_for_of_trials_returns_each_objective(headwater: Cli) -> None:
-    result = run_ok(headwater("run", pipeline("torch_trials"), "--json", timeout=240))
+    result = run_ok(headwater("run", pipeline("torch_trials"), "--json", timeout=280))
     best = result["outputs"]["Output"]
     assert set(best) == {"lr", "width", "objective"}
     assert best["lr"] in (0.003, 0.3) and 0 < best["objective"] <= 1
@@ -75,7 +77,7 @@ def test_a_parallel_for_of_trials_returns_each_objective(headwater: Cli) -> None
 def test_a_trainer_argument_lightning_lacks_fails_the_task_naming_it(headwater: Cli) -> None:
     made = headwater(
         "run",
-        pipeline("torch_trials"),
+        pipeline("torch_one_training"),
         "--json",
         "--param",
         'trainer_args={"max_epoch": 1}',
@@ -93,6 +95,7 @@ def _no_dask_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HEADWATER_DASK_SCHEDULER", raising=False)
 
 
+@pytest.mark.timeout(300)
 def test_two_replicas_train_with_ddp_and_rank_zero_writes_the_model(tmp_path: Path) -> None:
     from headwater.components.torch import model_file
     from headwater.components.torch.digits_data import prepare
