@@ -1,4 +1,5 @@
-"""The JSON API under `/api/v1`: runs, tasks' logs, artifacts with previews, lineage."""
+"""The JSON API under `/api/v1`: runs (list, show, start, delete), tasks' logs, artifacts with
+previews, lineage, comparison and the model registry."""
 
 from __future__ import annotations
 
@@ -143,6 +144,13 @@ def get_lineage(
     return data.lineage_view(
         ref, metadata=_store(request), hops=hops, limit=limit, direction=direction
     )
+
+
+@router.get("/models", summary="The model registry: versions, stages and metrics")
+def list_models(request: Request, name: str | None = None) -> dict[str, Any]:
+    """Models by name, each with its versions newest first (stage, metrics, URI, the run that
+    registered it) and the version in production."""
+    return data.models_view(metadata=_store(request), name=name)
 
 
 @router.get("/compare", summary="Parameters and metrics of 2-10 runs side by side")

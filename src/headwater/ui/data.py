@@ -18,6 +18,7 @@ __all__ = [
     "lineage_view",
     "log_path",
     "log_tail",
+    "models_view",
     "run_view",
     "runs_page",
 ]
@@ -209,3 +210,29 @@ def _roc_curves(runs: list[RunDetails], metadata: str | None) -> list[dict[str, 
                         name = f"{run.run_id[:8]} {task.name}/{slot}"
                         curves.append({"name": name, "artifact_id": art.id, "points": points})
     return curves
+
+
+def models_view(*, metadata: str | None, name: str | None = None) -> dict[str, Any]:
+    """The registry by model: `{"models": [{"name", "production", "metrics", "versions"}]}`.
+
+    Models are in name order, each with its versions newest first, the version in
+    production (or None) and the names of the metrics its versions logged.
+    """
+    from headwater.api.models import list_models
+
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for model in list_models(name=name or None, metadata=metadata):
+        by_name.setdefault(model.name, []).append(model.to_json())
+    models = []
+    for key in sorted(by_name):
+        versions = by_name[key]
+        live = [v["version"] for v in versions if v["stage"] == "production"]
+        models.append(
+            {
+                "name": key,
+                "production": live[0] if live else None,
+                "metrics": sorted({m for v in versions for m in v["metrics"]}),
+                "versions": versions,
+            }
+        )
+    return {"models": models}

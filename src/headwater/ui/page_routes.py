@@ -1,4 +1,4 @@
-"""The HTML pages: Runs, Start a run, Run, Artifact, Compare. Server-rendered with Jinja2
+"""The HTML pages: Runs, Start a run, Run, Artifact, Compare, Models. Server-rendered with Jinja2
 (autoescaped); `static/app.js` adds deleting, the task panel and live updates, and
 `static/launch.js` posts the Start a run form."""
 
@@ -120,3 +120,9 @@ def compare_page(request: Request, runs: str = "") -> str:
     view = data.compare_view(ids, metadata=_store(request))
     roc = roc_svg([(c["name"], c["points"]) for c in view["roc"]]) if view["roc"] else ""
     return render("compare.html", view=view, roc=roc, title="Compare")
+
+
+@router.get("/models", response_class=HTMLResponse)
+def models_page(request: Request, name: str = "") -> str:
+    view = data.models_view(metadata=_store(request), name=name)
+    return render("models.html", view=view, name=name, title="Models")
