@@ -89,7 +89,8 @@ def _in_code(code_path: str, module_name: str) -> bool:
 
 
 def load_class(spec: str, code_path: str | None = None, *, role: str = "class") -> type:
-    """The class `spec` names: `"module:Class"` importable here, or `Class` in `code_path`.
+    """The class `spec` names: `"module:Class"` importable here, `"path/file.py:Class"`, or
+    `Class` in `code_path`.
 
     Args:
         spec: `"pkg.mod:Class"`, or with `code_path` the class name (`"Net"`, or
@@ -106,6 +107,12 @@ def load_class(spec: str, code_path: str | None = None, *, role: str = "class") 
         raise UserError(f"no {role} named: give 'module:Class' or a code file and a class name")
     if code_path and _in_code(code_path, module_name):
         path = code_file(code_path, module_name)
+        module = load_file(path)
+        where = repr(path.name)
+    elif module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise UserError(f"{role} file {module_name!r} does not exist")
         module = load_file(path)
         where = repr(path.name)
     elif module_name:

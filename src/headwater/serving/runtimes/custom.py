@@ -31,9 +31,7 @@ threads at once, so keep per-request state out of `self`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -136,35 +134,12 @@ def load_handler_class(spec: str) -> type:
         UserError: The module or file cannot be loaded, or has no such class (the message
             lists the classes it has).
     """
-    from headwater.components.torch.loading import load_file
+    from headwater.components.torch.loading import load_class
 
     module_name, _, name = spec.rpartition(":")
     if not module_name or not name:
         raise UserError(f"a handler is 'package.module:Class' or 'file.py:Class', got {spec!r}")
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_file():
-            raise UserError(f"handler file {module_name!r} does not exist")
-        module = load_file(path)
-    else:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise UserError(
-                f"cannot import {module_name!r} for the handler {spec!r} ({exc}); install its "
-                "package, or give the handler's file: 'path/to/handler.py:Class'"
-            ) from exc
-    found = getattr(module, name, None)
-    if not isinstance(found, type):
-        classes = sorted(
-            k
-            for k, v in vars(module).items()
-            if isinstance(v, type) and getattr(v, "__module__", None) == module.__name__
-        )
-        raise UserError(
-            f"{module_name!r} has no class {name!r} for the handler (classes there: "
-            f"{', '.join(classes) or 'none'})"
-        )
+    found = load_class(spec, role="handler")
     if not callable(getattr(found, "predict", None)):
         raise UserError(f"handler class {spec!r} has no predict() method")
     return found
