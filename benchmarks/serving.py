@@ -647,7 +647,8 @@ def report(
     ]
     if batch_rows:
         parts += [
-            f"{heading(md)}V2 infer, {args.batch_rows} rows a request{best_of}",
+            f"{heading(md)}V2 infer, {args.batch_rows} rows a request"
+            + (" (the rounds of the 1-row table)" if best_of else ""),
             table(headers, batch_rows, md),
         ]
     if args.repeat > 1:
