@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import Seeded
 
 import headwater
 from headwater.errors import InvalidArgumentError, NotFoundError
+
+if TYPE_CHECKING:  # conftest is not importable by name when several folders have one
+    from conftest import Seeded
 
 
 def test_artifact_by_id_uri_and_prefixed_id(seeded: Callable[..., Seeded]) -> None:

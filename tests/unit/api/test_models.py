@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 import headwater
-from conftest import Seeded
 from headwater.errors import InvalidArgumentError, NotFoundError
+
+if TYPE_CHECKING:  # conftest is not importable by name when several folders have one
+    from conftest import Seeded
 
 
 def test_register_list_get_promote_round_trip(seeded: Callable[..., Seeded]) -> None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 import headwater
-from conftest import Seeded
 from headwater.errors import InvalidArgumentError, NotFoundError, StorageError, UserError
 from headwater.metadata import open_store
+
+if TYPE_CHECKING:  # conftest is not importable by name when several folders have one
+    from conftest import Seeded
 
 
 def stored_states(db: Path) -> dict[str, str]:
