@@ -15,6 +15,7 @@ Either way the server stops gracefully on SIGINT/SIGTERM: requests in flight are
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -66,7 +67,10 @@ def serve(config: ServerConfig, *, announce: Callable[[str], None] = lambda line
         for source in config.sources:
             announce(f"model {source.describe()}")
         for canary in config.canaries:
-            announce(f"canary {canary.source.describe()} taking {canary.percent:g}% of traffic")
+            policy = repository.endpoint(canary.source.name).state.policy
+            label = str(getattr(policy, "canary", canary.source.version))  # as numbered
+            source = dataclasses.replace(canary.source, version=label)
+            announce(f"canary {source.describe()} taking {canary.percent:g}% of traffic")
         for name, batching in config.batching.items():
             announce(
                 f"batching {name!r}: up to {batching.max_batch_size} requests, waiting at most "
@@ -132,12 +136,15 @@ def app_from_environment() -> FastAPI:
 def build_repository(config: ServerConfig) -> ModelRepository:
     """The endpoints `config` asks for, loaded: its sources, each endpoint with a batching
     predictor where `config.batching` names it, then the canaries with their traffic split.
+    A canary from a file (not the registry) whose version label is taken is numbered after
+    the endpoint's versions ("2" beside "1").
 
     Raises:
         UserError: A model fails to load, or a canary names no served model or a version
             already served; whatever loaded is unloaded.
     """
     from headwater.serving.batching import BatchingPredictor
+    from headwater.serving.config import Canary
     from headwater.serving.endpoint import ModelEndpoint
     from headwater.serving.traffic import CanaryPolicy
 
@@ -153,6 +160,12 @@ def build_repository(config: ServerConfig) -> ModelRepository:
                 repository.add(ModelEndpoint(name, predictor=predictor))
         for source in config.sources:
             repository.add_model(source)
+        names = [c.source.name for c in config.canaries]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise UserError(
+                f"--canary names model {twice[0]!r} twice: a model has one canary at a time"
+            )
         for canary in config.canaries:
             name, version = canary.source.name, canary.source.version
             if name not in repository:
@@ -161,7 +174,12 @@ def build_repository(config: ServerConfig) -> ModelRepository:
                     f"--canary {canary.source.spec or name!r} is for model {name!r}, which is "
                     f"not served (models: {served}): serve a first version of it too"
                 )
-            if version in repository.endpoint(name).state.versions:
+            loaded = repository.endpoint(name).state.versions
+            if version in loaded and canary.source.registered is None:
+                # A file has no version of its own ("1"): number it after those served.
+                version = str(1 + max((int(v) for v in loaded if v.isdigit()), default=0))
+                canary = Canary(dataclasses.replace(canary.source, version=version), canary.percent)
+            if version in loaded:
                 raise UserError(
                     f"--canary {canary.source.spec or name!r}: model {name!r} already serves "
                     f"version {version}; a canary must be another version"

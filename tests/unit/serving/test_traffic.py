@@ -224,8 +224,14 @@ def test_a_canary_must_be_a_new_version_of_a_served_model(
     stranger = dataclasses.replace(first, name="other", version="2")
     with pytest.raises(UserError, match="not served"):
         build_repository(ServerConfig(sources=(first,), canaries=(Canary(stranger, 10),)))
+    registered = dataclasses.replace(first, registered="iris:1")
     with pytest.raises(UserError, match="already serves version 1"):
-        build_repository(ServerConfig(sources=(first,), canaries=(Canary(first, 10),)))
+        build_repository(ServerConfig(sources=(registered,), canaries=(Canary(registered, 10),)))
+    from_file = build_repository(ServerConfig(sources=(first,), canaries=(Canary(first, 10),)))
+    assert list(from_file.endpoint("iris").state.versions) == ["1", "2"]
+    with pytest.raises(UserError, match="twice"):
+        build_repository(ServerConfig(sources=(first,), canaries=(Canary(first, 1),) * 2))
+    from_file.close()
     config = ServerConfig(sources=(first,), canaries=(Canary(first, 10),), workers=2)
     assert ServerConfig.from_json(config.to_json()) == config
 
@@ -236,3 +242,20 @@ def test_cli_canary_specs_are_checked(spec: str) -> None:
 
     with pytest.raises(InvalidArgumentError, match="MODEL=PERCENT"):
         _canary(spec, None)
+
+
+@pytest.mark.anyio
+async def test_a_multi_worker_app_refuses_admin_changes(
+    sklearn_model: Callable[..., str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from headwater.serving.server import CONFIG_ENV, app_from_environment
+
+    config = ServerConfig(sources=(resolve(sklearn_model()),), workers=2)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.to_json()))
+    monkeypatch.setenv(CONFIG_ENV, str(path))
+    async with client(app_from_environment()) as c:
+        answer = await c.post("/admin/models/iris/reload")
+        assert answer.status_code == 409 and "several worker processes" in answer.json()["error"]
