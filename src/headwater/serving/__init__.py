@@ -13,6 +13,10 @@ The modules, from the wire inwards::
     observe      ServingHooks (metrics seam) and the request-observing middleware
     context      ServingContext: one prediction's call path, stage timing
     predictor    Predictor / ThreadPredictor: inference off the event loop (batching seam)
+    batching     BatchingPredictor: adaptive batching (max_batch_size, max_latency_ms)
+    traffic      CanaryPolicy: weighted, sticky canary split; promote, rollback
+    admin        /admin/models/{name}/traffic and /reload
+    metrics      PrometheusHooks and /metrics (a registry per app)
     repository   ModelRepository: endpoints by name
     endpoint     ModelEndpoint / ModelVersion / TrafficPolicy: atomic swaps (canary seam)
     runtimes/    ModelRuntime and one runtime per framework (xgboost, sklearn, torch, custom)

@@ -7,7 +7,7 @@ import importlib.util
 from headwater.errors import MissingDependencyError
 
 #: What `pip install 'headwater[serve]'` brings, by import name.
-SERVE_MODULES = ("fastapi", "uvicorn", "numpy")
+SERVE_MODULES = ("fastapi", "uvicorn", "numpy", "prometheus_client")
 
 
 def require_serve() -> None:
