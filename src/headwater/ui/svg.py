@@ -53,8 +53,10 @@ def confusion_matrix_svg(labels: list[str], rows: list[list[float]]) -> str:
 def roc_svg(curves: list[tuple[str, list[dict[str, Any]]]]) -> str:
     """ROC curves (false positive rate vs true positive rate), overlaid, with a legend."""
     size, pad = 260, 40
+    # The legend's column fits its longest name (about 7 px a character at the page's 12 px).
+    legend = max([160, *(20 + 7 * len(name) for name, _ in curves)])
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="roc" width="{size + pad + 160}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="roc" width="{size + pad + legend}" '
         f'height="{size + pad + 10}" role="img" aria-label="ROC curve">',
         f'<rect x="{pad}" y="10" width="{size}" height="{size}" fill="none" stroke="#999"/>',
         f'<line x1="{pad}" y1="{10 + size}" x2="{pad + size}" y2="10" stroke="#ccc" '

@@ -1,0 +1,191 @@
+"""The web UI end to end in a real headless Chromium driven by Playwright.
+
+Real parts only: pipelines run through the CLI into a temporary HEADWATER_HOME, `headwater ui`
+serves them from a subprocess on a free loopback port, and Debian's `chromium` (never a browser
+download) renders the pages: the run graph and its task panel, the ROC plot of a
+ClassificationMetrics artifact, the comparison of two runs, and starting a run from the form.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_harness import Cli, pipeline, run_ok
+from test_ui_cli import ui_server
+
+pytestmark = [pytest.mark.integration]
+
+CHROMIUM = next(
+    (p for p in ("/usr/bin/chromium", shutil.which("chromium")) if p and os.path.exists(p)), None
+)
+if CHROMIUM is None:
+    pytest.skip("no chromium browser (Debian package `chromium`)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
+expect = sync_api.expect
+
+TIMEOUT_MS = 20_000  # generous: CI machines are slow and share their CPUs
+# Where a screenshot of the run page is written for a person to look at (unset: not taken).
+SCREENSHOT_DIR = os.environ.get("HEADWATER_UI_SCREENSHOTS")
+
+
+def screenshot(page: Any, name: str) -> None:
+    if SCREENSHOT_DIR:
+        page.screenshot(path=str(Path(SCREENSHOT_DIR) / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def headwater_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
+    """The CLI with its own HEADWATER_HOME, shared by this module's tests."""
+    root = tmp_path_factory.mktemp("ui-browser")
+    cwd = root / "cwd"
+    cwd.mkdir()
+    env = {**os.environ, "HEADWATER_HOME": str(root / "headwater-home")}
+    for name in ("HEADWATER_METADATA_URL", "HEADWATER_PIPELINE_ROOT", "CUDA_VISIBLE_DEVICES"):
+        env.pop(name, None)
+    return Cli(root / "headwater-home", cwd, env)
+
+
+@pytest.fixture(scope="module")
+def runs(headwater_home: Cli) -> dict[str, dict[str, Any]]:
+    """Two finished runs of the ui_roc pipeline with different `shift` parameters."""
+    return {
+        "low": run_ok(headwater_home.run("ui_roc", params={"shift": 0.1})),
+        "high": run_ok(headwater_home.run("ui_roc", params={"shift": 0.2})),
+    }
+
+
+@pytest.fixture(scope="module")
+def base_url(headwater_home: Cli, runs: dict[str, dict[str, Any]]) -> Iterator[str]:
+    with ui_server(headwater_home) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser: Any, base_url: str) -> Iterator[Any]:
+    context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield page
+    finally:
+        context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def test_run_page_draws_the_graph_and_shows_a_task(
+    page: Any, runs: dict[str, dict[str, Any]]
+) -> None:
+    run = runs["low"]
+    page.goto(f"/runs/{run['run_id']}")
+    expect(page.locator("#run-state")).to_have_text("SUCCEEDED", timeout=TIMEOUT_MS)
+    nodes = page.locator("svg#dag g.node")
+    expect(nodes).to_have_count(len(run["tasks"]), timeout=TIMEOUT_MS)
+    for task in run["tasks"]:
+        node = page.locator(f'svg#dag g.node[data-task="{task["name"]}"]')
+        expect(node).to_have_class(re.compile(r"\bSUCCEEDED\b"), timeout=TIMEOUT_MS)
+        expect(node.locator(".node-state")).to_have_text("SUCCEEDED", timeout=TIMEOUT_MS)
+        expect(node).to_be_visible(timeout=TIMEOUT_MS)
+    # The succeeded colour (green, style.css) is applied, not the grey of a pending node.
+    fills = page.locator("svg#dag g.node rect").evaluate_all(
+        "rs => rs.map(r => getComputedStyle(r).fill)"
+    )
+    assert fills == ["rgb(215, 240, 216)"] * len(run["tasks"]), fills
+    # dagre's layout replaced the server's: edges are polylines, prepare above evaluate.
+    expect(page.locator("svg#dag polyline.edge")).to_have_count(1, timeout=TIMEOUT_MS)
+    top = {
+        name: page.locator(f'svg#dag g.node[data-task="{name}"]').bounding_box()["y"]
+        for name in ("prepare", "evaluate")
+    }
+    assert top["prepare"] < top["evaluate"], top
+    screenshot(page, "run-page")
+
+    page.locator('svg#dag g.node[data-task="evaluate"]').click()
+    expect(page.locator('svg#dag g.node[data-task="evaluate"]')).to_have_class(
+        re.compile(r"\bselected\b"), timeout=TIMEOUT_MS
+    )
+    panel = page.locator("#task-panel")
+    expect(panel.locator("h2")).to_have_text("evaluate", timeout=TIMEOUT_MS)
+    expect(panel.locator("pre.log")).to_contain_text(
+        "evaluated 20 examples: accuracy 0.8", timeout=TIMEOUT_MS
+    )
+    expect(panel.get_by_role("link", name="download")).to_be_visible(timeout=TIMEOUT_MS)
+
+
+def test_classification_artifact_draws_the_roc_curve(
+    page: Any, runs: dict[str, dict[str, Any]]
+) -> None:
+    page.goto(f"/runs/{runs['low']['run_id']}")
+    page.locator('svg#dag g.node[data-task="evaluate"]').click()
+    row = page.locator("#task-panel tr", has=page.locator("th", has_text="classification"))
+    row.locator("a").first.click()
+    expect(page.locator("h1")).to_contain_text("ClassificationMetrics", timeout=TIMEOUT_MS)
+    curve = page.locator("svg.roc polyline.roc-curve")
+    expect(curve).to_have_count(1, timeout=TIMEOUT_MS)
+    points = curve.get_attribute("points") or ""
+    assert len(points.split()) == 4, points
+    box = curve.bounding_box()
+    assert box is not None and box["width"] > 100 and box["height"] > 100, box
+    expect(page.locator("svg.roc circle")).to_have_count(4, timeout=TIMEOUT_MS)
+    # The confusion matrix heatmap is drawn too: 2 x 2 cells.
+    expect(page.locator("svg.confusion rect")).to_have_count(4, timeout=TIMEOUT_MS)
+    screenshot(page, "artifact-page")
+
+
+def test_compare_two_runs_highlights_differences(
+    page: Any, runs: dict[str, dict[str, Any]]
+) -> None:
+    page.goto("/")
+    for run in runs.values():
+        page.locator(f'input.pick[value="{run["run_id"]}"]').check()
+    page.locator("#compare").click()
+    expect(page).to_have_url(re.compile(r"/compare\?"), timeout=TIMEOUT_MS)
+    expect(page.locator("h1")).to_have_text("Compare 2 runs", timeout=TIMEOUT_MS)
+    shift = page.locator("table.compare tr", has=page.locator("th", has_text=re.compile("^shift$")))
+    expect(shift).to_have_class(re.compile(r"\bdiffers\b"), timeout=TIMEOUT_MS)
+    count = page.locator("table.compare tr", has=page.locator("th", has_text=re.compile("^count$")))
+    expect(count).to_have_class(re.compile(r"\bsame\b"), timeout=TIMEOUT_MS)
+    accuracy = page.locator("table.compare tr.differs", has_text="accuracy")
+    expect(accuracy).to_have_count(1, timeout=TIMEOUT_MS)
+    # A highlighted row looks different from an unchanged one.
+    colours = [row.evaluate("r => getComputedStyle(r).backgroundColor") for row in (shift, count)]
+    assert colours[0] != colours[1] and colours[0] != "rgba(0, 0, 0, 0)", colours
+    expect(page.locator(".plots svg.roc polyline.roc-curve")).to_have_count(2, timeout=TIMEOUT_MS)
+    # The legend names each run's curve in full (not clipped by the plot's width).
+    for label in page.locator(".plots svg.roc text[fill]").all():
+        plot = page.locator(".plots svg.roc").bounding_box()
+        box = label.bounding_box()
+        assert plot and box and box["x"] + box["width"] <= plot["x"] + plot["width"], (box, plot)
+    screenshot(page, "compare-page")
+
+
+def test_start_a_run_from_the_form(page: Any) -> None:
+    page.goto("/runs/new")
+    page.locator('input[name="path"]').fill(pipeline("ui_roc"))
+    page.get_by_role("button", name="Load").click()
+    shift = page.locator("#p-shift")
+    expect(shift).to_be_visible(timeout=TIMEOUT_MS)
+    shift.fill("0.15")
+    page.locator("#launch").click()
+    expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]{36}$"), timeout=TIMEOUT_MS)
+    # The page updates itself while the run goes on (polling the API, reloading at the end).
+    expect(page.locator("#run-state")).to_have_text("SUCCEEDED", timeout=60_000)
+    expect(page.locator("svg#dag g.node")).to_have_count(2, timeout=TIMEOUT_MS)
+    expect(page.locator("table.kv tr", has_text="shift")).to_contain_text("0.15")
