@@ -22,13 +22,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from headwater.components._model_dir import METADATA_FILE, read_metadata
 from headwater.components.torch import _library
 from headwater.components.torch.loading import load_class, split
 from headwater.errors import UserError
 
 STATE_DICT = "state_dict.pt"
 TORCHSCRIPT = "model.pt"
-METADATA_FILE = "metadata.json"
 CODE_DIR = "code"
 FORMAT = "headwater.pytorch/1"
 
@@ -132,13 +132,7 @@ def _torchscript(module: Any, example: Any) -> Any:
 
 def metadata(path: str) -> dict[str, Any]:
     """The metadata `save` wrote at `path` ({} when there is none)."""
-    where = Path(path)
-    file = where / METADATA_FILE if where.is_dir() else where.with_name(METADATA_FILE)
-    try:
-        found = json.loads(file.read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
+    return read_metadata(path)
 
 
 def load(path: str) -> Any:

@@ -16,11 +16,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from headwater.components._model_dir import METADATA_FILE, read_metadata
 from headwater.components.xgboost import _library
 from headwater.errors import UserError
 
 MODEL_FILE = "model.ubj"
-METADATA_FILE = "metadata.json"
 
 
 def save(booster: Any, directory: str, metadata: dict[str, Any]) -> str:
@@ -65,11 +65,5 @@ def load(path: str) -> Any:
 
 
 def metadata(path: str) -> dict[str, Any]:
-    """The metadata `save` wrote beside the model at `path` ({} when there is none)."""
-    where = Path(path)
-    file = where / METADATA_FILE if where.is_dir() else where.with_name(METADATA_FILE)
-    try:
-        found = json.loads(file.read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
+    """The metadata `save` wrote at `path` ({} when there is none)."""
+    return read_metadata(path)
