@@ -195,7 +195,12 @@ def coerce(target: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     import typing
 
     try:
-        init = vars(target).get("__init__", target) if isinstance(target, type) else target
+        # A class's own __init__, or the one it inherits (its annotations, not the class's).
+        init = (
+            next((vars(c)["__init__"] for c in target.__mro__ if "__init__" in vars(c)), target)
+            if isinstance(target, type)
+            else target
+        )
         hints = typing.get_type_hints(init)
     except Exception:
         hints = {}

@@ -218,3 +218,12 @@ def test_the_pytorch_profiler_writes_a_trace_and_a_summary(tmp_path: Path, digit
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     assert any(str(e.get("name", "")).startswith("aten::") for e in events)
     assert "aten::" in summary.read_text() and "ui.perfetto.dev" in summary.read_text()
+
+
+def test_coerce_reads_an_inherited_init() -> None:
+    from headwater.components.torch.digits import DigitsClassifier
+
+    class Wider(DigitsClassifier):
+        pass
+
+    assert coerce(Wider, {"lr": "0.01", "width": "8"}) == {"lr": 0.01, "width": 8}
