@@ -95,8 +95,7 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
             _check_free(host, port)
             with _tensorboard(logdir_spec(logs, scratch), host, port) as child:
                 url = f"http://{_url_host(host)}:{port}/"
-                print(f"TensorBoard for run {run.run_id} at {url} (Ctrl-C to stop)", flush=True)
-                return _serve(child)
+                return _serve(child, f"TensorBoard for run {run.run_id} at {url} (Ctrl-C to stop)")
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -377,9 +376,12 @@ def _wait_until_up(child: _Child, host: str, port: int) -> None:
     raise HeadwaterError(f"TensorBoard did not start: {child.failure()}")
 
 
-def _serve(child: _Child) -> int:
-    """Wait for Ctrl-C or SIGTERM (exit 0), or for TensorBoard to end by itself (an error)."""
+def _serve(child: _Child, banner: str) -> int:
+    """Print `banner`, then wait for Ctrl-C or SIGTERM (exit 0), or for TensorBoard to end by
+    itself (an error). The banner is printed inside the wait's `try`: a user who stops the
+    command as soon as it says where to look is stopping a running server."""
     try:
+        print(banner, flush=True)
         child.proc.wait()
     except KeyboardInterrupt:
         return 0
