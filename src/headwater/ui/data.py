@@ -107,17 +107,36 @@ def _groups(names: set[str]) -> list[dict[str, str]]:
 
 
 def log_path(run_id: str, task: str, *, metadata: str | None) -> Path:
-    """The log file of `task` in the run.
+    """The log file of `task` in the run, resolved.
+
+    The path comes from the store, so it is read only if it resolves (after `..` and
+    symlinks) inside the runs folder (`$HEADWATER_HOME/runs`) or an artifact store the run
+    wrote to (logs kept beside task outputs); anything else is answered as missing.
 
     Raises:
-        NotFoundError: No such run or task, or the task has no log file.
+        NotFoundError: No such run or task, the task has no log file, or its path leads out
+            of those folders.
     """
+    from headwater import config
+    from headwater.ui.paths import resolve_inside
+
     run = get_run(run_id, metadata=metadata)
     for t in run.tasks:
-        if t.name == task:
-            if t.log_path and Path(t.log_path).is_file():
-                return Path(t.log_path)
+        if t.name != task:
+            continue
+        if not t.log_path:
             raise NotFoundError(f"task {task!r} of run {run.run_id} has no log file")
+        roots: list[str | Path] = [config.runs_dir(), run.pipeline_root, config.pipeline_root()]
+        path = resolve_inside(t.log_path, roots)
+        if path is None:
+            raise NotFoundError(
+                f"the log of task {task!r} of run {run.run_id} is not served: its path "
+                f"{t.log_path!r} is outside the runs folder {str(config.runs_dir())!r} and "
+                "the artifact store"
+            )
+        if not path.is_file():
+            raise NotFoundError(f"task {task!r} of run {run.run_id} has no log file")
+        return path
     names = ", ".join(t.name for t in run.tasks) or "none"
     raise NotFoundError(f"run {run.run_id} has no task {task!r} (tasks: {names})")
 

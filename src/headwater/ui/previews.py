@@ -16,6 +16,7 @@ from typing import Any
 
 from headwater.api.artifacts import ArtifactInfo
 from headwater.errors import UserError
+from headwater.ui.paths import is_remote, resolve_inside
 
 __all__ = ["MAX_ROWS", "MAX_TEXT", "PathOutsideStoreError", "confined_path", "preview"]
 
@@ -33,18 +34,14 @@ def confined_path(uri: str, roots: list[str]) -> Path | None:
     Raises:
         PathOutsideStoreError: The path (after resolving `..` and symlinks) leaves the roots.
     """
-    if "://" in uri and not uri.startswith("file://"):
+    if is_remote(uri):
         return None
-    path = Path(uri.removeprefix("file://")).resolve()
-    for root in roots:
-        if "://" in root and not root.startswith("file://"):
-            continue
-        base = Path(root.removeprefix("file://")).resolve()
-        if path == base or base in path.parents:
-            return path
-    raise PathOutsideStoreError(
-        f"artifact file {uri!r} is outside the artifact store ({', '.join(roots) or 'none'})"
-    )
+    path = resolve_inside(uri, list(roots))
+    if path is None:
+        raise PathOutsideStoreError(
+            f"artifact file {uri!r} is outside the artifact store ({', '.join(roots) or 'none'})"
+        )
+    return path
 
 
 def preview(art: ArtifactInfo, roots: list[str]) -> dict[str, Any]:
