@@ -12,7 +12,9 @@ What is recorded, after ML Metadata (state and event meanings kept, the dependen
 * **events** linking executions and artifacts (INPUT or OUTPUT, with the slot name);
 * scalar **metrics** from Metrics artifacts, queryable per run;
 * registered **models**: a name, a version per name (1, 2, ...), the artifact's URI,
-  framework, metrics, stage, and the run and execution that produced the artifact.
+  framework, metrics, stage, and the run and execution that produced the artifact;
+* **endpoints**: model servers started by `deploy_model` (name, URL, process, the models
+  served, and the run and task that deployed them).
 
 To add a backend, subclass `MetadataStore` and implement every abstract method; the engine
 only talks to this interface (see `headwater.metadata.sql.SqlMetadataStore`).
@@ -54,7 +56,7 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0004_models"
+SCHEMA_HEAD = "0005_endpoints"
 
 
 @dataclass
@@ -150,6 +152,33 @@ class ModelRecord:
     id: int | None = None
     created_at: float = 0.0
     stage_changed_at: float = 0.0
+
+
+@dataclass
+class EndpointRecord:
+    """A model server started by `deploy_model`, by endpoint name (one server per name).
+
+    `host` is the machine the server process runs on and `pid` its process id there, with
+    `started` (the process's start time, as the OS counts it) telling a live server from a
+    later process that reused the id. `models` lists what it serves
+    (`{"name", "version", "spec", "registered", "uri", "framework"}` each), `config` how it
+    was started (bind address, port, workers, batching). `state` is "running" or "stopped"
+    as last recorded; whether the process still lives is for the reader to check.
+    """
+
+    name: str
+    url: str
+    host: str
+    pid: int
+    started: str = ""
+    models: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    state: str = "running"
+    log_path: str = ""
+    run_id: str | None = None
+    task: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
 
 
 @dataclass
@@ -376,6 +405,24 @@ class MetadataStore(abc.ABC):
             NotFoundError: No such name, or no such version of it (the message lists them).
             InvalidArgumentError: The stage is not one of `MODEL_STAGES`.
         """
+
+    # -- endpoints ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def save_endpoint(self, endpoint: EndpointRecord) -> EndpointRecord:
+        """Record `endpoint`, replacing the record of that name (keeping its `created_at`).
+
+        Raises:
+            NotFoundError: `endpoint.run_id` is not in the store.
+        """
+
+    @abc.abstractmethod
+    def list_endpoints(self) -> list[EndpointRecord]:
+        """Every recorded endpoint, by name."""
+
+    @abc.abstractmethod
+    def get_endpoint(self, name: str) -> EndpointRecord | None:
+        """The endpoint recorded under `name`, or None."""
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
         """A context in which this thread's writes share one transaction (default: none)."""

@@ -32,6 +32,7 @@ from headwater.metadata.base import (
     SCHEMA_HEAD,
     ArtifactRecord,
     Direction,
+    EndpointRecord,
     EventRecord,
     ExecutionRecord,
     LineageGraph,
@@ -267,3 +268,12 @@ class DeferredSqlStore(MetadataStore):
         self, name: str, version: int, stage: str
     ) -> tuple[ModelRecord, list[ModelRecord]]:
         return self.opened().promote_model(name, version, stage)
+
+    def save_endpoint(self, endpoint: EndpointRecord) -> EndpointRecord:
+        return self.opened().save_endpoint(endpoint)
+
+    def list_endpoints(self) -> list[EndpointRecord]:
+        return self.opened().list_endpoints()
+
+    def get_endpoint(self, name: str) -> EndpointRecord | None:
+        return self.opened().get_endpoint(name)

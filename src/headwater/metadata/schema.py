@@ -170,3 +170,23 @@ MODELS = Table(
     Column("stage_changed_at", Double, nullable=False),
     UniqueConstraint("name", "version"),
 )
+
+#: A model server started by `deploy_model`: one row per endpoint name, replaced on redeploy.
+#: Deleting the run that deployed it keeps the row (the server is still running).
+ENDPOINTS = Table(
+    "endpoints",
+    METADATA,
+    Column("name", String, primary_key=True),
+    Column("url", String, nullable=False),
+    Column("host", String, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started", String, nullable=False),
+    Column("models", Json, nullable=False),
+    Column("config", Json, nullable=False),
+    Column("state", String, nullable=False),
+    Column("log_path", String, nullable=False),
+    Column("run_id", String, ForeignKey("runs.run_id", ondelete="SET NULL"), index=True),
+    Column("task", String),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)

@@ -21,6 +21,7 @@ from headwater.metadata import models
 from headwater.metadata.base import (
     ArtifactRecord,
     Direction,
+    EndpointRecord,
     EventRecord,
     ExecutionRecord,
     LineageGraph,
@@ -43,6 +44,7 @@ from headwater.metadata.queries import (
 from headwater.metadata.reconcile import INTERRUPTED_TASK_ERROR
 from headwater.metadata.schema import (
     ARTIFACTS,
+    ENDPOINTS,
     EVENTS,
     EXECUTIONS,
     METRICS,
@@ -334,6 +336,7 @@ class SqlMetadataStore(MetadataStore):
                 conn.execute(delete(ARTIFACTS).where(ARTIFACTS.c.id.in_(chunk)))
             conn.execute(delete(METRICS).where(METRICS.c.run_id == run_id))
             conn.execute(update(MODELS).where(MODELS.c.run_id == run_id).values(run_id=None))
+            conn.execute(update(ENDPOINTS).where(ENDPOINTS.c.run_id == run_id).values(run_id=None))
             conn.execute(delete(EXECUTIONS).where(EXECUTIONS.c.run_id == run_id))
             conn.execute(delete(RUNS).where(RUNS.c.run_id == run_id))
             return uris
@@ -769,6 +772,59 @@ class SqlMetadataStore(MetadataStore):
             lambda conn: models.promote(conn, name, version, stage, self.url), write=True
         )
 
+    # -- endpoints ------------------------------------------------------------------------
+
+    def save_endpoint(self, endpoint: EndpointRecord) -> EndpointRecord:
+        """Record `endpoint` under its name, replacing (and keeping the `created_at` of) the
+        record there (see `MetadataStore.save_endpoint`).
+
+        Raises:
+            NotFoundError: Its run is not in the store.
+        """
+        if not endpoint.name:
+            raise InvalidArgumentError("an endpoint needs a name")
+
+        def write(conn: Connection) -> EndpointRecord:
+            now = time.time()
+            before = conn.execute(
+                select(ENDPOINTS.c.created_at).where(ENDPOINTS.c.name == endpoint.name)
+            ).scalar_one_or_none()
+            values = {
+                "url": endpoint.url,
+                "host": endpoint.host,
+                "pid": endpoint.pid,
+                "started": endpoint.started,
+                "models": endpoint.models,
+                "config": endpoint.config,
+                "state": endpoint.state,
+                "log_path": endpoint.log_path,
+                "run_id": endpoint.run_id,
+                "task": endpoint.task,
+                "updated_at": now,
+            }
+            if before is None:
+                created = endpoint.created_at or now
+                conn.execute(
+                    insert(ENDPOINTS).values(name=endpoint.name, created_at=created, **values)
+                )
+            else:
+                conn.execute(
+                    update(ENDPOINTS).where(ENDPOINTS.c.name == endpoint.name).values(**values)
+                )
+            return _select_endpoints(conn, ENDPOINTS.c.name == endpoint.name)[0]
+
+        refers = f"run {endpoint.run_id!r}" if endpoint.run_id is not None else ""
+        return self._db.transaction(write, write=True, refers_to=refers)
+
+    def list_endpoints(self) -> list[EndpointRecord]:
+        """Every recorded endpoint, by name."""
+        return self._db.transaction(lambda conn: _select_endpoints(conn))
+
+    def get_endpoint(self, name: str) -> EndpointRecord | None:
+        """The endpoint recorded under `name`, or None."""
+        found = self._db.transaction(lambda conn: _select_endpoints(conn, ENDPOINTS.c.name == name))
+        return found[0] if found else None
+
     def batch(self) -> contextlib.AbstractContextManager[None]:
         """This thread's writes inside the block share one transaction (one commit)."""
         return self._db.batch()
@@ -777,6 +833,28 @@ class SqlMetadataStore(MetadataStore):
         """Release connections. A file or server store reconnects if used again; an
         in-memory one is gone."""
         self._db.dispose()
+
+
+def _select_endpoints(conn: Connection, *where: Any) -> list[EndpointRecord]:
+    query = select(ENDPOINTS).where(*where).order_by(ENDPOINTS.c.name)
+    return [
+        EndpointRecord(
+            name=r.name,
+            url=r.url,
+            host=r.host,
+            pid=r.pid,
+            started=r.started,
+            models=list(r.models or []),
+            config=dict(r.config or {}),
+            state=r.state,
+            log_path=r.log_path,
+            run_id=r.run_id,
+            task=r.task,
+            created_at=r.created_at,
+            updated_at=r.updated_at,
+        )
+        for r in conn.execute(query)
+    ]
 
 
 def ir_digest(ir: dict[str, Any]) -> str:

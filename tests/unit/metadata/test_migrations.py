@@ -23,6 +23,7 @@ TABLES = {
     "events",
     "metrics",
     "models",
+    "endpoints",
     "alembic_version",
 }
 
