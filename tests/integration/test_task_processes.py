@@ -353,3 +353,20 @@ def test_tasks_end_when_the_engine_and_its_fork_server_are_killed(
     finally:
         kill_leftovers(proc)
         kill_all(pids)
+
+
+@linux_only
+def test_a_service_a_task_marks_outlives_the_task_and_the_run(
+    headwater: Cli, tmp_path: Path
+) -> None:
+    # deploy_model's server is such a service: its own session, HEADWATER_SERVICE set.
+    scratch = tmp_path / "scratch"
+    pids: dict[str, int] = {}
+    try:
+        result = run_ok(headwater.run("task_service", params={"scratch": scratch}))
+        assert result["state"] == "SUCCEEDED"
+        pids = {n: int((scratch / f"{n}.pid").read_text()) for n in ("service", "plain")}
+        wait_for(lambda: process_gone(pids["plain"]), 10, "the unmarked process to end")
+        assert not process_gone(pids["service"]), "the marked service died with its run"
+    finally:
+        kill_all(pids)

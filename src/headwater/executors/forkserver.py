@@ -15,6 +15,11 @@ task has ended. So when a task ends, the server kills its group and every proces
 adopted, as Kubernetes does with what a container's main process leaves behind. A task's
 processes are killed if the server itself dies (`PR_SET_PDEATHSIG`).
 
+The one exception is a service a task starts on purpose to outlive it: a process in its own
+session whose environment has `HEADWATER_SERVICE` set when it starts (`deploy_model`'s model
+server, see `headwater.serving.deploy`). The server leaves those running, as Kubernetes
+leaves the Deployment a pipeline step created; `headwater endpoints stop` ends them.
+
 Run as `python -m headwater.executors.forkserver`; the engine starts it (see `LocalExecutor`).
 """
 
@@ -35,6 +40,11 @@ from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+#: Set in a process's environment when it starts, marks a service a task started to outlive
+#: it (see the module docstring); its value names the service.
+SERVICE_ENV = "HEADWATER_SERVICE"
+_SERVICE_MARK = SERVICE_ENV.encode() + b"="
 
 #: prctl(2), or None where there is none (not Linux): then only process groups are stopped.
 Prctl = Callable[[int, int], int]
@@ -79,17 +89,31 @@ def _children() -> list[int]:
     return found
 
 
+def _is_service(pid: int) -> bool:
+    """True if `pid` started with `SERVICE_ENV` in its environment (False once it exited)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read()
+    except OSError:
+        return False
+    return environ.startswith(_SERVICE_MARK) or b"\0" + _SERVICE_MARK in environ
+
+
+def _leftovers(tasks: dict[int, int]) -> list[int]:
+    """Children that are neither a running task nor a service: what ended tasks left."""
+    return [pid for pid in _children() if pid not in tasks and not _is_service(pid)]
+
+
 def _kill_adopted(tasks: dict[int, int]) -> None:
-    """SIGKILL every child that is not a running task: what ended tasks left behind.
+    """SIGKILL every child that is not a running task or a service: what ended tasks left.
 
     While a task runs, it is the subreaper of what it starts; a process reaches the server
     only once its task has ended, so none of these belongs to a running task. Killing one
     makes its own children ours in turn: the SIGCHLD of its death brings us back here.
     """
-    for pid in _children():
-        if pid not in tasks:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+    for pid in _leftovers(tasks):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _next_exited() -> tuple[int, int] | None:
@@ -224,7 +248,8 @@ def serve() -> None:
 def _stop(tasks: dict[int, int], *, adopting: bool, grace: float = 5.0) -> None:
     """Stop every task still running: SIGTERM its group, then SIGKILL what outlives `grace`.
 
-    Then kill whatever the tasks left behind, until this process has no child at all.
+    Then kill whatever the tasks left behind, until this process has no child but the
+    services tasks started (which outlive it).
     """
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -239,6 +264,8 @@ def _stop(tasks: dict[int, int], *, adopting: bool, grace: float = 5.0) -> None:
     while True:
         if adopting:
             _kill_adopted({})
+            if not tasks and not _leftovers({}):
+                return  # nothing left, or only services
         try:
             pid, _ = os.waitpid(-1, 0)
         except ChildProcessError:
