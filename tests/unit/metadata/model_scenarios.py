@@ -161,6 +161,48 @@ def deleting_the_run_keeps_the_model_and_its_artifact(store: MetadataStore) -> N
     assert store.get_artifact("/m/trained") is not None
 
 
+def endpoints_are_recorded_by_name(store: MetadataStore) -> None:
+    from headwater.metadata.base import EndpointRecord
+
+    add_run(store, "deployer")
+    assert store.list_endpoints() == [] and store.get_endpoint("churn") is None
+    model = {"name": "churn", "version": "1", "registered": "churn:1"}
+    first = store.save_endpoint(
+        EndpointRecord(
+            "churn",
+            "http://127.0.0.1:9001",
+            "h",
+            42,
+            "1234",
+            models=[model],
+            config={"port": 9001},
+            log_path="/l",
+            run_id="deployer",
+        )  # fmt: skip
+    )
+    assert (first.url, first.pid, first.run_id, first.models) == (
+        "http://127.0.0.1:9001",
+        42,
+        "deployer",
+        [model],
+    )
+    assert first.created_at > 0 and first.updated_at >= first.created_at
+    store.save_endpoint(EndpointRecord("alpha", "http://127.0.0.1:9002", "h", 43))
+    updated = store.save_endpoint(
+        EndpointRecord("churn", first.url, "h", 44, "99", models=[{**model, "version": "2"}])
+    )
+    # Replaced whole under its name, keeping when it was first created.
+    assert (updated.pid, updated.models[0]["version"]) == (44, "2")
+    assert updated.created_at == first.created_at and updated.run_id is None
+    assert [e.name for e in store.list_endpoints()] == ["alpha", "churn"]
+    store.save_endpoint(EndpointRecord("churn", first.url, "h", 44, run_id="deployer"))
+    store.delete_run("deployer")  # the server outlives its run; the record loses the run
+    kept = store.get_endpoint("churn")
+    assert kept is not None and kept.run_id is None
+    with pytest.raises(NotFoundError):
+        store.save_endpoint(EndpointRecord("beta", "u", "h", 1, run_id="no-such-run"))
+
+
 SCENARIOS: dict[str, Callable[[MetadataStore], object]] = {
     f.__name__: f
     for f in (
@@ -171,6 +213,7 @@ SCENARIOS: dict[str, Callable[[MetadataStore], object]] = {
         the_producing_run_and_execution,
         lineage_reaches_the_model,
         deleting_the_run_keeps_the_model_and_its_artifact,
+        endpoints_are_recorded_by_name,
     )
 }
 
