@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from headwater.api.runs import delete_run
 from headwater.ui import data
+from headwater.ui.groups import ITERATIONS_SHOWN
 
 router = APIRouter(tags=["api"])
 
@@ -87,11 +88,30 @@ def start_run(request: Request, body: RunRequest) -> dict[str, Any]:
     return {"run_id": run_id, "url": f"/runs/{run_id}"}
 
 
+_ITERATIONS = Query(
+    ITERATIONS_SHOWN,
+    ge=1,
+    le=1000,
+    description="iterations drawn per loop; the rest fold into a '+K more' node",
+)
+
+
 @router.get("/runs/{run_id}", summary="A run with its tasks and graph")
-def get_run(request: Request, run_id: str) -> dict[str, Any]:
+def get_run(request: Request, run_id: str, iterations: int = _ITERATIONS) -> dict[str, Any]:
     """The run, its tasks (states, inputs, outputs, artifacts, durations, errors, cache) and
-    its graph laid out top-down."""
-    return data.run_view(run_id, metadata=_store(request))
+    its graph laid out top-down (as `GET /runs/{run_id}/graph`)."""
+    return data.run_view(run_id, metadata=_store(request), iterations=iterations)
+
+
+@router.get("/runs/{run_id}/graph", summary="A run's task graph with its groups")
+def get_graph(request: Request, run_id: str, iterations: int = _ITERATIONS) -> dict[str, Any]:
+    """Nodes (tasks, and "+K more" nodes standing for a loop's folded iterations) with their
+    states and groups, edges, and the groups: nested pipelines, loops (labelled with their
+    number of iterations) and iterations (labelled with their index and literal item)."""
+    graph: dict[str, Any] = data.run_view(run_id, metadata=_store(request), iterations=iterations)[
+        "graph"
+    ]
+    return graph
 
 
 @router.delete("/runs/{run_id}", summary="Delete a run")

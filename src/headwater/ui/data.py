@@ -11,6 +11,7 @@ from headwater.api.artifacts import get_artifact
 from headwater.api.lineage import lineage
 from headwater.api.runs import RunDetails, RunInfo, get_run, list_runs
 from headwater.errors import InvalidArgumentError, NotFoundError
+from headwater.ui.groups import ITERATIONS_SHOWN
 
 __all__ = [
     "artifact_view",
@@ -65,8 +66,11 @@ def runs_page(
     }
 
 
-def run_view(run_id: str, *, metadata: str | None) -> dict[str, Any]:
-    """The run with its tasks (each with `duration_s` and artifact ids) and its graph."""
+def run_view(
+    run_id: str, *, metadata: str | None, iterations: int = ITERATIONS_SHOWN
+) -> dict[str, Any]:
+    """The run with its tasks (each with `duration_s` and artifact ids) and its graph, whose
+    loops draw at most `iterations` iterations each (see `headwater.ui.graph.layout`)."""
     from headwater.api._store import reading
     from headwater.ui.graph import layout
 
@@ -82,28 +86,18 @@ def run_view(run_id: str, *, metadata: str | None) -> dict[str, Any]:
                 **task.to_json(),
                 "duration_s": task.duration,
                 "cache_key": record.cache_key if record else "",
-                "group": record.parent_dag if record else "",
                 "iteration": record.iteration if record else "",
             }
         )
-    graph = layout(run, ir)
-    groups = {t["name"]: t["group"] for t in tasks}
-    for node in graph["nodes"]:
-        node["group"] = groups.get(node["name"], "")
-    graph["groups"] = _groups(set(groups.values()))
+    dags = {t.name: r.parent_dag for t in run.tasks if (r := records.get(t.execution_id))}
+    graph = layout(run, ir, parent_dags=dags, iterations=iterations)
+    where = {n["name"]: n.get("group", "") for n in graph["nodes"]}
+    folded = {t: n["name"] for n in graph["nodes"] if n["kind"] == "more" for t in n["tasks"]}
+    for shown in tasks:
+        # The group a task is drawn in, or (folded away) the "+K more" node standing for it.
+        shown["group"] = where.get(shown["name"], "")
+        shown["folded_into"] = folded.get(shown["name"])
     return {**run_json(run), "tasks": tasks, "graph": graph}
-
-
-def _groups(names: set[str]) -> list[dict[str, str]]:
-    """Nested pipelines as groups, `inner.leaf` inside `inner`: [{id, label, parent}]."""
-    every: set[str] = set()
-    for name in names:
-        parts = name.split(".") if name else []
-        every.update(".".join(parts[: i + 1]) for i in range(len(parts)))
-    return [
-        {"id": g, "label": g.rsplit(".", 1)[-1], "parent": g.rsplit(".", 1)[0] if "." in g else ""}
-        for g in sorted(every)
-    ]
 
 
 def log_path(run_id: str, task: str, *, metadata: str | None) -> Path:

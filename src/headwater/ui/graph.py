@@ -3,8 +3,9 @@
 Edges come from two places: a task that read an artifact another task of the run wrote, and
 the IR's `dependentTasks` (which also covers parameter-only and `.after()` dependencies).
 Loop iterations (`train[0]`) and nested-pipeline tasks (`inner.train`) are matched to their
-IR task by base name. Nodes in a layer are ordered by the mean position of their parents
-(one barycentre pass), which keeps the usual fan-out/fan-in pipelines free of crossings.
+IR task by base name; `headwater.ui.groups` puts them in boxes and folds long loops. Nodes
+in a layer are ordered by the mean position of their parents (one barycentre pass), which
+keeps the usual fan-out/fan-in pipelines free of crossings.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 from typing import Any
 
 from headwater.api.runs import RunDetails
+from headwater.spec.ir import is_control_flow_task
+from headwater.ui.groups import ITERATIONS_SHOWN, group_tasks
 
 __all__ = ["NODE_H", "NODE_W", "layout", "lineage_layout", "place"]
 
@@ -70,8 +73,9 @@ def _ir_edges(ir: dict[str, Any] | None) -> set[tuple[str, str]]:
         for name, spec in tasks.items():
             component = components.get(spec.get("componentRef", {}).get("name", ""), {})
             if isinstance(component, dict) and "dag" in component:
-                loop = "parameterIterator" in spec or "artifactIterator" in spec
-                ends[name] = walk(component["dag"], prefix if loop else f"{prefix}{name}.")
+                # Loops, conditions and exit handlers add nothing to their tasks' names.
+                inner = prefix if is_control_flow_task(name) else f"{prefix}{name}."
+                ends[name] = walk(component["dag"], inner)
             else:
                 ends[name] = ({prefix + name}, {prefix + name})
         needed: set[str] = set()
@@ -93,14 +97,43 @@ def _ir_edges(ir: dict[str, Any] | None) -> set[tuple[str, str]]:
     return edges
 
 
-def layout(run: RunDetails, ir: dict[str, Any] | None) -> dict[str, Any]:
-    """`{"nodes": [{name, state, x, y, layer}], "edges": [{from, to, points}], "width",
-    "height"}` with coordinates in pixels, sources on top."""
+def layout(
+    run: RunDetails,
+    ir: dict[str, Any] | None,
+    *,
+    parent_dags: dict[str, str] | None = None,
+    iterations: int = ITERATIONS_SHOWN,
+) -> dict[str, Any]:
+    """`{"nodes": [{name, state, group, x, y, layer}], "edges": [{from, to, points}],
+    "groups": [{id, label, parent, kind}], "width", "height"}` with coordinates in pixels,
+    sources on top.
+
+    Nested pipelines, loops and loop iterations are groups (see `headwater.ui.groups`); a
+    loop draws at most `iterations` of its iterations, and one "+K more" node (`kind`
+    "more", with the `tasks` it stands for and their `states`) for the rest.
+    """
     states = {t.name: t.state for t in run.tasks}
-    pairs = [(a, b) for a, b in edges_of(run, ir) if a in states and b in states]
-    placed = place([t.name for t in run.tasks], pairs)
+    dags = parent_dags or {}
+    grouping = group_tasks(
+        [(t.name, t.state, dags.get(t.name, "")) for t in run.tasks], ir, limit=iterations
+    )
+    more = {m["name"]: m for m in grouping.more}
+    pairs = sorted(
+        {
+            (grouping.node(a), grouping.node(b))
+            for a, b in edges_of(run, ir)
+            if a in states and b in states and grouping.node(a) != grouping.node(b)
+        }
+    )
+    names = [t.name for t in run.tasks if t.name in grouping.group_of]
+    placed = place(names + list(more), pairs)
     for node in placed["nodes"]:
-        node["state"] = states[node["name"]]
+        name = node["name"]
+        if name in more:
+            node.update(more[name])
+        else:
+            node.update(state=states[name], group=grouping.group_of[name], kind="task")
+    placed["groups"] = grouping.groups
     return placed
 
 

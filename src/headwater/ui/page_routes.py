@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from headwater.ui import data
+from headwater.ui.groups import ITERATIONS_SHOWN
 
 router = APIRouter(include_in_schema=False)
 
@@ -84,9 +85,11 @@ def new_run_page(request: Request, path: str = "", pipeline_name: str = "") -> s
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(request: Request, run_id: str) -> str:
-    run = data.run_view(run_id, metadata=_store(request))
-    return render("run.html", run=run, title=f"Run {run['run_id'][:8]}")
+def run_page(
+    request: Request, run_id: str, iterations: int = Query(ITERATIONS_SHOWN, ge=1, le=1000)
+) -> str:
+    run = data.run_view(run_id, metadata=_store(request), iterations=iterations)
+    return render("run.html", run=run, iterations=iterations, title=f"Run {run['run_id'][:8]}")
 
 
 @router.get("/artifacts/{ref:path}", response_class=HTMLResponse)

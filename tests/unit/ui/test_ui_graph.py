@@ -120,3 +120,109 @@ def test_loop_iterations_are_not_cross_linked(store: Store) -> None:
     assert ("scale.double[1]", "scale.add[1]") in edges
     assert ("scale.double[1]", "scale.add[0]") not in edges
     assert {("add[0][1]", "nested-total"), ("scale.add[2]", "total")} <= edges
+
+
+UI_LOOPS = str(Path(__file__).parent / "pipelines" / "ui_loops.py")
+
+
+def dagre(graph: dict[str, object]) -> dict[str, dict[str, dict[str, float]]] | None:
+    """The vendored dagre's layout of `graph` (run in Node.js), or None without Node.js."""
+    node = shutil.which("node")
+    if node is None:
+        return None
+    done = subprocess.run(
+        [node, "-e", NODE_SCRIPT, *(str(STATIC / f) for f in FILES)],
+        input=json.dumps(graph),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    laid = json.loads(done.stdout)
+    laid["groups"] = {g["id"]: g for g in laid["groups"]}
+    return laid  # type: ignore[no-any-return]
+
+
+def inside(inner: dict[str, float], outer: dict[str, float], w: float = 180, h: float = 44) -> bool:
+    return (
+        outer["x"] <= inner["x"]
+        and inner["x"] + inner.get("width", w) <= outer["x"] + outer["width"]
+        and outer["y"] <= inner["y"]
+        and inner["y"] + inner.get("height", h) <= outer["y"] + outer["height"]
+    )
+
+
+def test_a_long_loop_draws_some_iterations_as_groups_and_folds_the_rest(store: Store) -> None:
+    done = headwater.run(UI_LOOPS, {"fail_on": 81})  # iteration 9 (9 * 9) fails
+    assert done.state == "FAILED"
+    graph = call("GET", f"/api/v1/runs/{done.run_id}/graph").json()
+    assert graph == call("GET", f"/api/v1/runs/{done.run_id}").json()["graph"]
+    groups = {g["id"]: g for g in graph["groups"]}
+    loop = groups.pop("for-loop-2")
+    assert loop["label"] == "for-loop-2 (12 iterations)" and loop["kind"] == "loop"
+    # Five iterations are drawn: the failed one first, then the first four in order.
+    assert {g: (v["label"], v["parent"], v["kind"]) for g, v in groups.items()} == {
+        f"for-loop-2[{i}]": (f"#{i}: {i}", "for-loop-2", "iteration") for i in (0, 1, 2, 3, 9)
+    }
+    nodes = {n["name"]: n for n in graph["nodes"]}
+    edges = {(e["from"], e["to"]) for e in graph["edges"]}
+    for i in (0, 1, 2, 3, 9):
+        square, check = f"square[{i}]", f"check[{i}]"
+        assert nodes[square]["group"] == nodes[check]["group"] == f"for-loop-2[{i}]"
+        assert (square, check) in edges
+    assert nodes["check[9]"]["state"] == "FAILED" and nodes["square[9]"]["state"] == "SUCCEEDED"
+    assert nodes["total"]["group"] == "" and nodes["total"]["state"] == "CANCELED"
+    more = nodes.pop("for-loop-2:more")
+    hidden = [4, 5, 6, 7, 8, 10, 11]
+    assert more["kind"] == "more" and more["group"] == "for-loop-2"
+    assert more["label"] == "+7 more iterations" and more["state"] == "SUCCEEDED"
+    assert sorted(more["tasks"]) == sorted(f"{t}[{i}]" for t in ("square", "check") for i in hidden)
+    assert more["states"] == {"SUCCEEDED": 14}
+    assert len(nodes) == 11  # 5 iterations of 2 tasks, and total
+    assert ("for-loop-2:more", "total") in edges and ("check[9]", "total") in edges
+    assert not any("[4]" in a or "[4]" in b for a, b in edges)  # folded tasks are not drawn
+    tasks = {t["name"]: t for t in call("GET", f"/api/v1/runs/{done.run_id}").json()["tasks"]}
+    assert tasks["check[4]"]["folded_into"] == "for-loop-2:more"
+    assert tasks["check[9]"]["folded_into"] is None
+
+    every = call("GET", f"/api/v1/runs/{done.run_id}/graph?iterations=12").json()
+    assert {g["id"] for g in every["groups"]} == {"for-loop-2"} | {
+        f"for-loop-2[{i}]" for i in range(12)
+    }
+    assert not [n for n in every["nodes"] if n["kind"] == "more"] and len(every["nodes"]) == 25
+    assert call("GET", f"/api/v1/runs/{done.run_id}/graph?iterations=0").status_code == 400
+
+    laid = dagre(graph)
+    if laid is None:
+        return
+    boxes = laid["groups"]
+    for i in (0, 1, 2, 3, 9):
+        box = boxes[f"for-loop-2[{i}]"]
+        assert inside(box, boxes["for-loop-2"])
+        assert inside(laid["nodes"][f"square[{i}]"], box) and inside(
+            laid["nodes"][f"check[{i}]"], box
+        )
+    assert inside(laid["nodes"]["for-loop-2:more"], boxes["for-loop-2"])
+    assert not inside(laid["nodes"]["total"], boxes["for-loop-2"])
+
+
+def test_nested_loops_and_a_pipeline_in_a_loop_nest_their_groups(store: Store) -> None:
+    done = headwater.run(str(PIPELINES / "loops_nested.py"), pipeline_name="main")
+    graph = call("GET", f"/api/v1/runs/{done.run_id}/graph").json()
+    parents = {g["id"]: (g["parent"], g["label"]) for g in graph["groups"]}
+    inner = "for-loop-2[1].for-loop-4"
+    assert parents["for-loop-2"] == ("", "for-loop-2 (2 iterations)")
+    assert parents["for-loop-2[1]"] == ("for-loop-2", "#1: 2")
+    assert parents[inner] == ("for-loop-2[1]", "for-loop-4 (2 iterations)")
+    assert parents[f"{inner}[0]"] == (inner, "#0: 10")
+    assert parents["for-loop-6[2].scale"] == ("for-loop-6[2]", "scale")
+    nodes = {n["name"]: n["group"] for n in graph["nodes"]}
+    assert nodes["add[1][0]"] == f"{inner}[0]" and nodes["scale.add[2]"] == "for-loop-6[2].scale"
+    assert nodes["total"] == nodes["nested-total"] == ""
+    laid = dagre(graph)
+    if laid is None:
+        return
+    boxes = laid["groups"]
+    assert inside(laid["nodes"]["add[1][0]"], boxes[f"{inner}[0]"])
+    assert inside(boxes[f"{inner}[0]"], boxes[inner]) and inside(boxes[inner], boxes["for-loop-2"])
+    assert inside(laid["nodes"]["scale.add[2]"], boxes["for-loop-6[2].scale"])

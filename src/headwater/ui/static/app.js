@@ -77,6 +77,29 @@ async function showTask(runId, task) {
   } catch (err) { log.textContent = String(err); }
 }
 
+// A "+K more" node: the tasks of a loop's iterations that the graph folded away, by
+// iteration, each opening its task; and a link to the page drawing every iteration.
+function showMore(runId, node, tasks, onPick) {
+  const panel = document.getElementById("task-panel");
+  for (const g of document.querySelectorAll("g.node")) g.classList.toggle("selected", g.dataset.task === node.name);
+  const byName = new Map(tasks.map((t) => [t.name, t]));
+  const table = el("table", { class: "folded" });
+  for (const name of node.tasks) {
+    const t = byName.get(name);
+    const link = el("a", { href: "#", "data-task": name }, name);
+    link.addEventListener("click", (event) => { event.preventDefault(); if (t) onPick(t); });
+    table.append(el("tr", {}, el("td", {}, link), el("td", {}, el("span", { class: `state ${t ? t.state : ""}` }, t ? t.state : "?"))));
+  }
+  const all = new URL(location.href);
+  all.searchParams.set("iterations", "1000");
+  panel.replaceChildren(
+    el("h2", {}, node.label),
+    el("p", {}, `Iterations of ${node.group} not drawn (failed and running ones are drawn first). `,
+      el("a", { href: all.pathname + all.search }, "Draw every iteration")),
+    table,
+  );
+}
+
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 // Re-lay the server's layered graph out with dagre (fewer crossings, routed edges).
@@ -91,7 +114,8 @@ function relayout(svg, graph) {
   const first = svg.querySelector("g.node");
   for (const grp of laid.groups) {
     const box = document.createElementNS(SVG_NS, "g");
-    box.setAttribute("class", "group");
+    box.setAttribute("class", `group ${grp.kind || "pipeline"}`);
+    box.dataset.group = grp.id;
     const rect = document.createElementNS(SVG_NS, "rect");
     for (const [k, v] of Object.entries({ x: grp.x, y: grp.y, width: grp.width, height: grp.height, rx: 8 })) rect.setAttribute(k, v);
     const label = document.createElementNS(SVG_NS, "text");
@@ -118,23 +142,37 @@ function setupRun() {
   if (!svg) return;
   const runId = svg.dataset.run;
   let run = null, selected = null;
+  const iterations = svg.dataset.iterations || "";
+  const open = (t) => { selected = t.name; showTask(runId, t); };
   const bind = () => {
     for (const g of svg.querySelectorAll("g.node")) {
-      g.onclick = () => { selected = g.dataset.task; const t = run && run.tasks.find((x) => x.name === selected); if (t) showTask(runId, t); };
+      g.onclick = () => {
+        if (!run) return;
+        const more = run.graph.nodes.find((n) => n.kind === "more" && n.name === g.dataset.task);
+        if (more) { selected = more.name; showMore(runId, more, run.tasks, open); return; }
+        const t = run.tasks.find((x) => x.name === g.dataset.task);
+        if (t) open(t);
+      };
       g.onkeydown = (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); g.onclick(); } };
     }
   };
   let laidOut = false;
   const refresh = async () => {
-    run = await getJSON(`/api/v1/runs/${encodeURIComponent(runId)}`);
+    const query = iterations ? `?iterations=${encodeURIComponent(iterations)}` : "";
+    run = await getJSON(`/api/v1/runs/${encodeURIComponent(runId)}${query}`);
     if (!laidOut) { laidOut = true; relayout(svg, run.graph); }
     const names = run.tasks.map((t) => t.name).join("|");
-    if (names !== svg.dataset.tasks) { location.reload(); return; } // new tasks: lay out again
-    for (const t of run.tasks) {
-      const g = svg.querySelector(`g.node[data-task="${CSS.escape(t.name)}"]`);
+    const nodes = run.graph.nodes.map((n) => n.name).join("|");
+    // New tasks, or other iterations drawn (one failed, say): lay the graph out again.
+    if (names !== svg.dataset.tasks || (svg.dataset.nodes && nodes !== svg.dataset.nodes)) { location.reload(); return; }
+    for (const n of run.graph.nodes) {
+      const g = svg.querySelector(`g.node[data-task="${CSS.escape(n.name)}"]`);
       if (!g) continue;
-      g.setAttribute("class", `node ${t.state}${t.name === selected ? " selected" : ""}`);
-      g.querySelector(".node-state").textContent = t.state;
+      const more = n.kind === "more";
+      g.setAttribute("class", `node${more ? " more" : ""} ${n.state}${n.name === selected ? " selected" : ""}`);
+      g.querySelector(".node-state").textContent = more
+        ? Object.entries(n.states).map(([s, k]) => `${k} ${s}`).join(" · ")
+        : n.state;
     }
     const state = document.getElementById("run-state");
     state.textContent = run.state;

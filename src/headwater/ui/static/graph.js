@@ -5,12 +5,13 @@
 "use strict";
 
 function layoutGraph(dagre, graph, nodeWidth, nodeHeight) {
-  // Nested pipelines are compound nodes ("group:" ids keep them apart from task names).
+  // Nested pipelines, loops and loop iterations are compound nodes ("group:" ids keep them
+  // apart from task names); a loop's folded iterations are one ordinary "+K more" node.
   const g = new dagre.graphlib.Graph({ compound: true });
   g.setGraph({ rankdir: "TB", nodesep: 30, ranksep: 56, marginx: 16, marginy: 16 });
   g.setDefaultEdgeLabel(() => ({}));
   const groupId = (name) => `group:${name}`;
-  for (const grp of graph.groups || []) g.setNode(groupId(grp.id), { label: grp.label, paddingTop: 24 });
+  for (const grp of graph.groups || []) g.setNode(groupId(grp.id), { label: grp.label, kind: grp.kind || "pipeline", paddingTop: 24 });
   for (const grp of graph.groups || []) if (grp.parent) g.setParent(groupId(grp.id), groupId(grp.parent));
   for (const n of graph.nodes) {
     g.setNode(n.name, { width: nodeWidth, height: nodeHeight });
@@ -24,7 +25,7 @@ function layoutGraph(dagre, graph, nodeWidth, nodeHeight) {
     const n = g.node(name);
     // dagre gives centres; the SVG places a node by its top-left corner.
     const box = { x: n.x - n.width / 2, y: n.y - n.height / 2, width: n.width, height: n.height };
-    if (name.startsWith("group:")) groups.push({ id: name.slice(6), label: n.label, ...box });
+    if (name.startsWith("group:")) groups.push({ id: name.slice(6), label: n.label, kind: n.kind, ...box });
     else nodes[name] = { x: box.x, y: box.y };
   }
   const edges = g.edges().map((e) => ({ from: e.v, to: e.w, points: g.edge(e).points.map((p) => [p.x, p.y]) }));
