@@ -48,11 +48,18 @@ _EXPORTS = {
     "promote_model": "headwater.api.models",
     "ModelInfo": "headwater.api.models",
     "Promotion": "headwater.api.models",
+    "deploy_model": "headwater.api.endpoints",
+    "list_endpoints": "headwater.api.endpoints",
+    "stop_endpoint": "headwater.api.endpoints",
+    "Deployment": "headwater.api.endpoints",
+    "EndpointInfo": "headwater.api.endpoints",
 }
 
 __all__ = [
     "ArtifactInfo",
     "DeletedRun",
+    "Deployment",
+    "EndpointInfo",
     "Lineage",
     "ModelInfo",
     "Promotion",
@@ -64,22 +71,32 @@ __all__ = [
     "clear_cache",
     "compile",
     "delete_run",
+    "deploy_model",
     "get_artifact",
     "get_model",
     "get_run",
     "lineage",
+    "list_endpoints",
     "list_models",
     "list_runs",
     "promote_model",
     "register_model",
     "resume",
     "run",
+    "stop_endpoint",
 ]
 
 if TYPE_CHECKING:
     from headwater.api.artifacts import ArtifactInfo, get_artifact
     from headwater.api.cache import clear_cache
     from headwater.api.compiler import compile
+    from headwater.api.endpoints import (
+        Deployment,
+        EndpointInfo,
+        deploy_model,
+        list_endpoints,
+        stop_endpoint,
+    )
     from headwater.api.lineage import Lineage, lineage
     from headwater.api.models import (
         ModelInfo,

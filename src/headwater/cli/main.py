@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
-    from headwater.cli import inspect, models, secrets, serve, tensorboard
+    from headwater.cli import endpoints, inspect, models, secrets, serve, tensorboard
     from headwater.cli import ui as ui_cli
 
     parser = _Parser(prog="headwater", description="Run Kubeflow Pipelines anywhere.")
@@ -115,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="every worker sees the local pipeline root at the same path (NFS, say)",
     )
 
+    endpoints.add_parsers(sub, _Parser)
     inspect.add_parsers(sub, _Parser)
     models.add_parsers(sub, _Parser)
     secrets.add_parsers(sub, _Parser)
@@ -291,6 +292,10 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from headwater.cli.models import cmd_models
 
         return cmd_models(args)
+    if args.command == "endpoints":
+        from headwater.cli.endpoints import cmd_endpoints
+
+        return cmd_endpoints(args)
     if args.command == "serve":
         from headwater.cli.serve import cmd_serve
 

@@ -4,6 +4,14 @@
     POST /admin/models/{name}/traffic   {"canary": {"version": "2", "percent": 25}}
                                         {"action": "promote"} | {"action": "rollback"}
     POST /admin/models/{name}/reload    {} or {"version": "2"}: a fresh copy, swapped in
+    POST /admin/models/{name}/load      {"model": "churn:4"}: load a model (a MODEL spec, as
+                                        `headwater serve` takes) as the default version
+    POST /admin/models/{name}/unload    {"version": "3"}: stop serving a version
+
+A load answers `{"loaded": VERSION, ...}`: the registry version, or for a file the next
+number after the versions served. The new version takes new requests as soon as it has
+loaded; an unloaded one finishes the requests it has. `deploy_model` updates a running
+server with these two.
 
 Each POST answers the traffic state after it. The routes sit behind the server's token like
 every other (loopback only when there is none). Their changes live in the process that
@@ -23,6 +31,7 @@ from starlette.responses import Response
 from headwater.serving import traffic
 from headwater.serving.context import ServingContext
 from headwater.serving.errors import InvalidInputError, ProtocolError
+from headwater.serving.repository import ModelRepository
 from headwater.serving.wire import json_response, read_json
 
 PROTOCOL = "admin"
@@ -105,7 +114,67 @@ def admin_router(*, writable: bool = True) -> APIRouter:
         loaded = await anyio.to_thread.run_sync(lambda: endpoint.reload(label))
         return json_response({"reloaded": loaded.version, **traffic.describe(endpoint)})
 
+    @router.post("/admin/models/{name}/load")
+    async def load(request: Request, name: str) -> Response:
+        """Load a model (a MODEL spec) as a new default version of the endpoint `name`."""
+        context = ServingContext.of(request)
+        context.mark(request, name, None, PROTOCOL, "load")
+        body, _ = await read_json(request, context.max_body_bytes)
+        check_writable()
+        spec = body.get("model")
+        if not isinstance(spec, str) or not spec.strip() or set(body) - {"model"}:
+            raise InvalidInputError(
+                f'send {{"model": "MODEL"}} (a registry name, URI or path); got {_keys(body)}'
+            )
+        repository = context.repository
+        loaded = await anyio.to_thread.run_sync(lambda: _load(repository, name, spec))
+        return json_response({"loaded": loaded, **traffic.describe(repository.endpoint(name))})
+
+    @router.post("/admin/models/{name}/unload")
+    async def unload(request: Request, name: str) -> Response:
+        """Stop serving one version of the endpoint `name` (it finishes its requests)."""
+        context = ServingContext.of(request)
+        endpoint = context.repository.endpoint(name)
+        context.mark(request, name, None, PROTOCOL, "unload")
+        body, _ = await read_json(request, context.max_body_bytes)
+        check_writable()
+        version = body.get("version")
+        if (
+            not isinstance(version, str | int)
+            or isinstance(version, bool)
+            or set(body) - {"version"}
+        ):
+            raise InvalidInputError(f'send {{"version": "V"}}; got {_keys(body)}')
+        label = str(version)
+        if list(endpoint.state.versions) == [label]:
+            raise InvalidInputError(
+                f"version {label} is the only version of {name!r}: load another first"
+            )
+        endpoint.unload(label)
+        return json_response({"unloaded": label, **traffic.describe(endpoint)})
+
     return router
+
+
+def _load(repository: ModelRepository, name: str, spec: str) -> str:
+    """Resolve `spec` as endpoint `name`'s model and load it as the default version."""
+    import dataclasses
+
+    from headwater.errors import UserError
+    from headwater.serving.resolve import resolve
+
+    try:
+        source = resolve(f"{name}={spec}")
+    except UserError as exc:
+        raise InvalidInputError(str(exc)) from exc
+    loaded = repository.endpoint(name).state.versions if name in repository else {}
+    if source.registered is None:  # a file has no version of its own: number it after
+        number = 1 + max((int(v) for v in loaded if v.isdigit()), default=0)
+        source = dataclasses.replace(source, version=str(number))
+    try:
+        return repository.add_model(source).version
+    except UserError as exc:
+        raise InvalidInputError(str(exc)) from exc
 
 
 def _canary(canary: Any) -> tuple[str, float]:

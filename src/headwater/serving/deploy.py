@@ -1,0 +1,484 @@
+"""Endpoints: model servers that outlive the pipeline (or the Python call) that deployed them.
+
+`deploy(spec, name=...)` starts `headwater serve NAME=SPEC` as a service of its own (its own
+session, `HEADWATER_SERVICE` in its environment, so the fork server leaves it running when the
+deploying task ends, see `headwater.executors.forkserver`), waits until it answers ready, and
+records it in the metadata store's `endpoints` table under `name`. Deploying to a name that
+is already running updates that server instead:
+
+* the same model and settings: nothing changes;
+* another model, one worker process, same address: the server loads the new version through
+  its admin API and then unloads the old one; requests in flight finish on the old one, so
+  none is dropped;
+* otherwise (other workers, host or port): the old server is stopped, then a new one started
+  on the same port (a short gap without a server).
+
+`stop(name)` ends a server (SIGTERM to its process group: requests in flight are answered,
+then SIGKILL after `timeout`) and records it stopped. `state_of(record)` tells whether a
+recorded server still lives: by its process id and start time on this machine (a reused id
+is not taken for it), by an HTTP probe when it runs on another.
+
+A server's output goes to `$HEADWATER_HOME/endpoints/NAME.log`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, NoReturn
+
+from headwater import config
+from headwater.errors import InvalidArgumentError, NotFoundError, UserError
+from headwater.executors.forkserver import SERVICE_ENV
+from headwater.metadata.base import EndpointRecord, MetadataStore
+from headwater.serving.resolve import NAME_PATTERN, resolve
+from headwater.serving.security import TOKEN_ENV, check_bind
+
+#: How long `deploy` waits for a new server to answer ready (loading torch takes a while).
+READY_TIMEOUT_S = 300.0
+#: How long `stop` lets a server finish its requests before SIGKILL.
+STOP_TIMEOUT_S = 30.0
+_SERVING_ON = re.compile(r"serving on (http://\S+)")
+_WILDCARD = ("0.0.0.0", "::", "")
+
+
+def endpoints_dir() -> Path:
+    """Where servers' logs go: `$HEADWATER_HOME/endpoints`."""
+    return config.home() / "endpoints"
+
+
+def deploy(
+    spec: str,
+    *,
+    name: str,
+    store: MetadataStore,
+    metadata_url: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    workers: int = 1,
+    max_batch_size: int = 1,
+    max_latency_ms: float = 5.0,
+    run_id: str | None = None,
+    task: str | None = None,
+    ready_timeout: float = READY_TIMEOUT_S,
+) -> tuple[EndpointRecord, str]:
+    """Start (or update) the server `name` serving the model `spec` and record it.
+
+    Args:
+        spec: A MODEL spec without an alias (`NAME`, `NAME:VERSION`, `NAME@STAGE`, an
+            artifact URI or a path; see `headwater.serving.resolve`).
+        name: The endpoint's name: the server's, and the model's in its URLs.
+        store: The metadata store to record it in (and to resolve registry names from).
+        metadata_url: The same store's URL, for the server process.
+        host: Address to listen on; a non-loopback one needs `HEADWATER_TOKEN` set.
+        port: TCP port; 0 keeps the running server's port, or picks a free one.
+        workers: Server processes.
+        max_batch_size: Adaptive batching's largest batch (1: off).
+        max_latency_ms: Adaptive batching's longest wait.
+        run_id: The run deploying it (recorded).
+        task: The task deploying it (recorded).
+        ready_timeout: Seconds to wait for a new server to answer ready.
+
+    Returns:
+        The endpoint as recorded, and what was done: "started", "updated", "restarted"
+        or "unchanged".
+
+    Raises:
+        InvalidArgumentError: A bad name, port, workers or batching, or a non-loopback host
+            without a token.
+        UserError: The model spec names nothing servable, or the server did not start (the
+            message has the last lines of its log).
+    """
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise InvalidArgumentError(
+            f"endpoint name {name!r} must be letters, digits and '_.-' (it goes into URLs)"
+        )
+    if not 0 <= port <= 65535:
+        raise InvalidArgumentError(f"port must be from 0 to 65535, got {port}")
+    if workers < 1:
+        raise InvalidArgumentError(f"workers must be at least 1, got {workers}")
+    if max_batch_size < 1 or not max_latency_ms >= 0:
+        raise InvalidArgumentError(
+            "max_batch_size must be at least 1 and max_latency_ms 0 or more, got "
+            f"{max_batch_size} and {max_latency_ms:g}"
+        )
+    check_bind(host, os.environ.get(TOKEN_ENV) or None)
+    source = resolve(f"{name}={spec}", metadata=store)
+    # Pin a registry name to the version it names now, so the server serves what we record;
+    # a file by its absolute path (the server's working directory may not be ours).
+    pinned = source.registered or source.uri or source.path or spec
+    model = {
+        "name": name,
+        "version": source.version,
+        "spec": pinned,
+        "registered": source.registered,
+        "uri": source.uri or source.path,
+        "framework": source.framework,
+    }
+    settings = {
+        "host": host,
+        "port": port,
+        "workers": workers,
+        "max_batch_size": max_batch_size,
+        "max_latency_ms": max_latency_ms,
+    }
+    existing = store.get_endpoint(name)
+    action = "started"
+    if existing is not None and state_of(existing) == "running":
+        settings["port"] = port or int(existing.config.get("port") or 0) or _port_of(existing.url)
+        same_settings = {**existing.config, "port": settings["port"]} == settings
+        served = existing.models[0] if existing.models else {}
+        if same_settings and _same_model(served, model):
+            return existing, "unchanged"
+        if same_settings and workers == 1:
+            swapped = _swap_model(existing, pinned)
+            record = replace(
+                existing,
+                models=[{**model, "version": swapped}],
+                run_id=run_id,
+                task=task,
+            )
+            return store.save_endpoint(record), "updated"
+        stop_process(existing)
+        action = "restarted"
+    record = _start(pinned, name, settings, metadata_url, ready_timeout)
+    record = replace(record, models=[model], run_id=run_id, task=task)
+    return store.save_endpoint(record), action
+
+
+def stop(
+    name: str, store: MetadataStore, *, timeout: float = STOP_TIMEOUT_S
+) -> tuple[EndpointRecord, bool]:
+    """Stop the server recorded as `name` and record it stopped.
+
+    Returns:
+        The record, and True if a running server was stopped (False: it had already ended).
+
+    Raises:
+        NotFoundError: No endpoint has that name (the message lists those there are).
+        UserError: The server runs on another machine (stop it there).
+    """
+    record = store.get_endpoint(name)
+    if record is None:
+        names = ", ".join(e.name for e in store.list_endpoints()) or "none"
+        raise NotFoundError(
+            f"no endpoint named {name!r} (endpoints: {names}); see headwater endpoints list"
+        )
+    if record.host != socket.gethostname() and record.state == "running":
+        raise UserError(
+            f"endpoint {name!r} runs on {record.host}, not on this machine: run headwater "
+            "endpoints stop there"
+        )
+    stopped = stop_process(record, timeout=timeout)
+    return store.save_endpoint(replace(record, state="stopped")), stopped
+
+
+def state_of(record: EndpointRecord) -> str:
+    """ "running", "stopped" (recorded so), "exited" (its process is gone) or "unreachable"
+    (on another machine and not answering)."""
+    if record.state == "stopped":
+        return "stopped"
+    if record.host == socket.gethostname():
+        return "running" if _alive(record.pid, record.started) else "exited"
+    return "running" if _ready(record.url, timeout=2.0, path="/v2/health/live") else "unreachable"
+
+
+def stop_process(record: EndpointRecord, *, timeout: float = STOP_TIMEOUT_S) -> bool:
+    """SIGTERM the server's process group, SIGKILL it after `timeout`; True if it was alive."""
+    if record.host != socket.gethostname() or not _alive(record.pid, record.started):
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(record.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):  # our child (deployed from here): reap it
+            os.waitpid(record.pid, os.WNOHANG)
+        if not _alive(record.pid, record.started):
+            return True
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(record.pid, signal.SIGKILL)
+    while _alive(record.pid, record.started) and time.monotonic() < deadline + 5:
+        time.sleep(0.05)
+    return True
+
+
+def process_start(pid: int) -> str:
+    """The start time of process `pid` in clock ticks since boot, "" if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rpartition(b")")[2].split()
+    except OSError:
+        return ""
+    return fields[19].decode() if len(fields) > 19 else ""
+
+
+def _alive(pid: int, started: str) -> bool:
+    """True if `pid` is a live process (not a zombie) that started at `started` (if known)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rpartition(b")")[2].split()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    if not fields or fields[0] in (b"Z", b"X"):
+        return False
+    return not started or (len(fields) > 19 and fields[19].decode() == started)
+
+
+def _start(
+    spec: str, name: str, settings: dict[str, Any], metadata_url: str, ready_timeout: float
+) -> EndpointRecord:
+    """Start `headwater serve NAME=SPEC` as a service and wait until it answers ready."""
+    folder = endpoints_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path = folder / f"{name}.log"
+    argv = [
+        sys.executable, "-m", "headwater", "serve", f"{name}={spec}",
+        "--host", str(settings["host"]), "--port", str(settings["port"]),
+        "--workers", str(settings["workers"]),
+    ]  # fmt: skip
+    if int(settings["max_batch_size"]) > 1:
+        argv += [
+            "--max-batch-size", str(settings["max_batch_size"]),
+            "--max-latency-ms", str(settings["max_latency_ms"]),
+        ]  # fmt: skip
+    env = {**os.environ, SERVICE_ENV: f"endpoint:{name}", config.METADATA_URL_ENV: metadata_url}
+    with log_path.open("ab") as log:
+        offset = log.tell()
+        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(argv[1:])}\n".encode())
+        log.flush()
+        # Spawned, not a Popen: nothing here waits for it or warns when it outlives us. Its own
+        # session makes it its own process group: not the task's, and stoppable as one.
+        pid = os.posix_spawn(
+            sys.executable,
+            argv,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, log.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, log.fileno(), 2),
+            ],
+            setsid=True,
+        )
+    started = process_start(pid)
+    url = _wait_announced(pid, log_path, offset, ready_timeout)
+    host = str(settings["host"])
+    if host in _WILDCARD:
+        url = url.replace(f"//{host}:", f"//{socket.getfqdn()}:", 1)
+    probe = _probe_url(url, host)
+    deadline = time.monotonic() + ready_timeout
+    while not _ready(probe):
+        if _exited(pid) or time.monotonic() > deadline:
+            _give_up(pid, log_path, offset, "did not become ready")
+        time.sleep(0.1)
+    return EndpointRecord(
+        name=name,
+        url=url,
+        host=socket.gethostname(),
+        pid=pid,
+        started=started,
+        config=dict(settings, port=_port_of(url)),
+        state="running",
+        log_path=str(log_path),
+    )
+
+
+def _wait_announced(pid: int, log_path: Path, offset: int, timeout: float) -> str:
+    """The URL the server announces in its log once it has bound and loaded its models."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = _SERVING_ON.search(_log_since(log_path, offset))
+        if found:
+            return found.group(1)
+        if _exited(pid):
+            _give_up(pid, log_path, offset, "exited")
+        if time.monotonic() > deadline:
+            _give_up(pid, log_path, offset, f"did not start within {timeout:g} s")
+        time.sleep(0.05)
+
+
+def _exited(pid: int) -> bool:
+    """True if our child `pid` has ended (and is reaped now)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return True
+
+
+def _give_up(pid: int, log_path: Path, offset: int, why: str) -> NoReturn:
+    if not _exited(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    lines = [line for line in _log_since(log_path, offset).splitlines()[1:] if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    said = (errors or lines or ["(no output)"])[-1].removeprefix("headwater: ")
+    raise UserError(f"the model server {why}: {said} (full log: {log_path})")
+
+
+def _log_since(log_path: Path, offset: int) -> str:
+    with log_path.open("rb") as fh:
+        fh.seek(offset)
+        return fh.read().decode(errors="replace")
+
+
+def _probe_url(url: str, host: str) -> str:
+    """`url` as this machine reaches it (a wildcard bind is reached on loopback)."""
+    if host in _WILDCARD:
+        return f"http://127.0.0.1:{_port_of(url)}"
+    return url
+
+
+def _ready(url: str, *, timeout: float = 1.0, path: str = "/v2/health/ready") -> bool:
+    try:
+        with _request(url + path, timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def _request(url: str, body: dict[str, Any] | None = None, *, timeout: float = 60.0) -> Any:
+    headers = {"Content-Type": "application/json"}
+    token = os.environ.get(TOKEN_ENV)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=headers)
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
+def _admin(record: EndpointRecord, action: str, body: dict[str, Any]) -> dict[str, Any]:
+    base = _probe_url(record.url, str(record.config.get("host", "127.0.0.1")))
+    url = f"{base}/admin/models/{record.name}/{action}"
+    try:
+        with _request(url, body, timeout=READY_TIMEOUT_S) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+    except urllib.error.HTTPError as exc:
+        try:
+            why = json.loads(exc.read()).get("error", exc.reason)
+        except ValueError:
+            why = exc.reason
+        raise UserError(f"endpoint {record.name!r} refused to {action} the model: {why}") from exc
+    except OSError as exc:
+        raise UserError(f"endpoint {record.name!r} at {record.url} did not answer: {exc}") from exc
+
+
+def _swap_model(record: EndpointRecord, spec: str) -> str:
+    """Load `spec` into the running server as its default version, then unload the others;
+    the version label it got."""
+    loaded = _admin(record, "load", {"model": spec})
+    version = str(loaded["loaded"])
+    for old in loaded.get("versions", []):
+        if str(old) != version:
+            _admin(record, "unload", {"version": str(old)})
+    return version
+
+
+def _same_model(served: dict[str, Any], model: dict[str, Any]) -> bool:
+    if served.get("registered") or model.get("registered"):
+        return bool(served.get("registered") == model.get("registered"))
+    return bool(served.get("uri") == model.get("uri"))
+
+
+def _port_of(url: str) -> int:
+    tail = url.rstrip("/").rpartition(":")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def deploy_in_run(
+    model_name: str,
+    *,
+    version: int = 0,
+    stage: str = "",
+    endpoint: str = "",
+    host: str = "127.0.0.1",
+    port: int = 0,
+    workers: int = 1,
+    max_batch_size: int = 1,
+    max_latency_ms: float = 5.0,
+) -> tuple[str, str, str, str]:
+    """`deploy_model`'s work inside a task: deploy a registered model, recorded with the run.
+
+    Returns:
+        The URL, the endpoint's name, the version served, and what was done.
+
+    Raises:
+        UserError: Not a task of a Headwater run, an in-memory store, a model that is not
+            registered, both a version and a stage, or a server that did not start.
+    """
+    from headwater.metadata import open_store
+    from headwater.metadata.connect import sqlite_file
+
+    run_id = config.run_id()
+    url = config.metadata_url()
+    if run_id is None:
+        raise UserError(
+            f"deploy_model deploys a model of a Headwater run, but {config.RUN_ID_ENV} is not "
+            "set: run the pipeline with `headwater run`, or call headwater.deploy_model() "
+            "outside a pipeline"
+        )
+    if url.startswith("sqlite") and sqlite_file(url) is None:
+        raise UserError(
+            f"the run's metadata store {url!r} is in memory, which a task cannot reach: "
+            "run the pipeline with a file or server metadata store"
+        )
+    if version and stage:
+        raise InvalidArgumentError(
+            f"give model_version or stage, not both (got {version} and {stage!r})"
+        )
+    if version < 0:
+        raise InvalidArgumentError(f"model_version must be 1 or more (0: any), got {version}")
+    spec = model_name
+    if version:
+        spec = f"{model_name}:{version}"
+    elif stage:
+        spec = f"{model_name}@{stage}"
+    store = open_store(url)
+    try:
+        record, action = deploy(
+            spec,
+            name=endpoint or model_name,
+            store=store,
+            metadata_url=url,
+            host=host,
+            port=port,
+            workers=workers,
+            max_batch_size=max_batch_size,
+            max_latency_ms=max_latency_ms,
+            run_id=run_id,
+        )
+    finally:
+        store.close()
+    served = str(record.models[0]["version"]) if record.models else ""
+    return record.url, record.name, served, action
+
+
+__all__ = [
+    "deploy",
+    "deploy_in_run",
+    "endpoints_dir",
+    "process_start",
+    "state_of",
+    "stop",
+    "stop_process",
+]
