@@ -3,7 +3,8 @@
 Real parts only: pipelines run through the CLI into a temporary HEADWATER_HOME, `headwater ui`
 serves them from a subprocess on a free loopback port, and Debian's `chromium` (never a browser
 download) renders the pages: the run graph and its task panel, the ROC plot of a
-ClassificationMetrics artifact, the comparison of two runs, and starting a run from the form.
+ClassificationMetrics artifact, the comparison of two runs, starting a run from the form, and a
+long ParallelFor loop drawn as a box of iteration boxes.
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ def runs(headwater_home: Cli) -> dict[str, dict[str, Any]]:
         "low": run_ok(headwater_home.run("ui_roc", params={"shift": 0.1})),
         "high": run_ok(headwater_home.run("ui_roc", params={"shift": 0.2})),
     }
+
+
+UI_LOOPS = Path(__file__).parents[1] / "unit" / "ui" / "pipelines" / "ui_loops.py"
+
+
+@pytest.fixture(scope="module")
+def loop_run(headwater_home: Cli) -> dict[str, Any]:
+    """A run of a 12-iteration loop whose iteration 9 fails (so the run fails)."""
+    done = headwater_home("run", str(UI_LOOPS), "--json", "--param", "fail_on=81")
+    assert done.result is not None and done.result["state"] == "FAILED", done.describe()
+    return done.result
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +201,60 @@ def test_start_a_run_from_the_form(page: Any) -> None:
     expect(page.locator("#run-state")).to_have_text("SUCCEEDED", timeout=60_000)
     expect(page.locator("svg#dag g.node")).to_have_count(2, timeout=TIMEOUT_MS)
     expect(page.locator("table.kv tr", has_text="shift")).to_contain_text("0.15")
+
+
+def within(inner: dict[str, float] | None, outer: dict[str, float] | None) -> bool:
+    assert inner is not None and outer is not None
+    return (
+        outer["x"] <= inner["x"] + 0.5
+        and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + 0.5
+        and outer["y"] <= inner["y"] + 0.5
+        and inner["y"] + inner["height"] <= outer["y"] + outer["height"] + 0.5
+    )
+
+
+def test_a_loop_is_a_box_of_iteration_boxes_with_the_rest_folded(
+    page: Any, loop_run: dict[str, Any]
+) -> None:
+    page.goto(f"/runs/{loop_run['run_id']}")
+    expect(page.locator("#run-state")).to_have_text("FAILED", timeout=TIMEOUT_MS)
+    loop = page.locator('svg#dag g.group.loop[data-group="for-loop-2"]')
+    expect(loop.locator("text")).to_have_text("for-loop-2 (12 iterations)", timeout=TIMEOUT_MS)
+    # Five iterations drawn: the failed one (9) although it is past the first five.
+    labels = page.locator("svg#dag g.group.iteration text")
+    expect(labels).to_have_text(["#0: 0", "#1: 1", "#2: 2", "#3: 3", "#9: 9"], timeout=TIMEOUT_MS)
+    loop_box = loop.locator("rect").bounding_box()
+    for i in (0, 1, 2, 3, 9):
+        box = page.locator(f'svg#dag g.group[data-group="for-loop-2[{i}]"] rect').bounding_box()
+        assert within(box, loop_box), (i, box, loop_box)
+        for task in ("square", "check"):
+            node = page.locator(f'svg#dag g.node[data-task="{task}[{i}]"]')
+            state = "FAILED" if (task, i) == ("check", 9) else "SUCCEEDED"
+            expect(node).to_have_class(re.compile(rf"\b{state}\b"), timeout=TIMEOUT_MS)
+            expect(node.locator(".node-state")).to_have_text(state, timeout=TIMEOUT_MS)
+            assert within(node.bounding_box(), box), (task, i)
+    fills = page.locator('svg#dag g.node[data-task="check[9]"] rect').evaluate_all(
+        "rs => rs.map(r => getComputedStyle(r).fill)"
+    )
+    assert fills == ["rgb(248, 212, 212)"], fills  # the failed colour (style.css)
+    more = page.locator('svg#dag g.node.more[data-task="for-loop-2:more"]')
+    expect(more.locator("text").first).to_have_text("+7 more iterations", timeout=TIMEOUT_MS)
+    expect(more.locator(".node-state")).to_have_text("14 SUCCEEDED", timeout=TIMEOUT_MS)
+    assert within(more.bounding_box(), loop_box)
+    assert not within(page.locator('svg#dag g.node[data-task="total"]').bounding_box(), loop_box)
+    expect(page.locator('svg#dag g.node[data-task="check[10]"]')).to_have_count(0)
+    screenshot(page, "loop-run-page")
+
+    # The folded iterations' tasks are listed in the panel, and each opens its task.
+    more.click()
+    panel = page.locator("#task-panel")
+    expect(panel.locator("h2")).to_have_text("+7 more iterations", timeout=TIMEOUT_MS)
+    expect(panel.locator("table.folded tr")).to_have_count(14, timeout=TIMEOUT_MS)
+    panel.locator('a[data-task="check[10]"]').click()
+    expect(panel.locator("h2")).to_have_text("check[10]", timeout=TIMEOUT_MS)
+    expect(panel.locator("span.state").first).to_have_text("SUCCEEDED", timeout=TIMEOUT_MS)
+
+    page.goto(f"/runs/{loop_run['run_id']}?iterations=12")
+    expect(page.locator("svg#dag g.group.iteration")).to_have_count(12, timeout=TIMEOUT_MS)
+    expect(page.locator("svg#dag g.node.more")).to_have_count(0, timeout=TIMEOUT_MS)
+    expect(page.locator("svg#dag g.node")).to_have_count(25, timeout=TIMEOUT_MS)
