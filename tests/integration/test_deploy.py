@@ -161,7 +161,17 @@ def test_bad_deployments_are_one_line(headwater: Cli, monkeypatch: pytest.Monkey
     assert unknown.stderr.strip().splitlines() == [
         "headwater: error: no endpoint named 'nope' (endpoints: none); see headwater endpoints list"
     ]
+    broken = headwater.home / "broken.joblib"
+    broken.write_bytes(b"not a pickle")
+    with pytest.raises(UserError, match=r"the model server exited: .*broken.*full log: "):
+        api.deploy_model(str(broken), name="broken")
+    (failed,) = api.list_endpoints()
+    assert (failed.name, failed.state) == ("broken", "stopped")
+    assert process_gone(failed.pid)
     both = headwater("endpoints", "stop")
     assert both.returncode == 2 and "give endpoint names to stop, or --all" in both.stderr
     listed = headwater("endpoints", "list")
-    assert listed.returncode == 0 and "no endpoints deployed" in listed.stderr
+    assert listed.returncode == 0 and listed.stdout.splitlines()[1].split()[:2] == [
+        "broken",
+        "stopped",
+    ]

@@ -33,6 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -142,18 +143,18 @@ def deploy(
             return existing, "unchanged"
         if same_settings and workers == 1:
             swapped = _swap_model(existing, pinned)
-            record = replace(
-                existing,
-                models=[{**model, "version": swapped}],
-                run_id=run_id,
-                task=task,
+            updated = replace(
+                existing, models=[{**model, "version": swapped}], run_id=run_id, task=task
             )
-            return store.save_endpoint(record), "updated"
+            return store.save_endpoint(updated), "updated"
         stop_process(existing)
         action = "restarted"
-    record = _start(pinned, name, settings, metadata_url, ready_timeout)
-    record = replace(record, models=[model], run_id=run_id, task=task)
-    return store.save_endpoint(record), action
+
+    def record(started: EndpointRecord) -> None:
+        store.save_endpoint(replace(started, models=[model], run_id=run_id, task=task))
+
+    started = _start(pinned, name, settings, metadata_url, ready_timeout, record)
+    return store.get_endpoint(name) or started, action
 
 
 def stop(
@@ -244,9 +245,19 @@ def _alive(pid: int, started: str) -> bool:
 
 
 def _start(
-    spec: str, name: str, settings: dict[str, Any], metadata_url: str, ready_timeout: float
+    spec: str,
+    name: str,
+    settings: dict[str, Any],
+    metadata_url: str,
+    ready_timeout: float,
+    record: Callable[[EndpointRecord], None],
 ) -> EndpointRecord:
-    """Start `headwater serve NAME=SPEC` as a service and wait until it answers ready."""
+    """Start `headwater serve NAME=SPEC` as a service and wait until it answers ready.
+
+    The server is recorded (`record`) as soon as it is spawned, without a URL yet, so that
+    a deploy interrupted while it loads leaves a server `endpoints stop` can find; then again
+    once it is ready, or as stopped when it failed.
+    """
     folder = endpoints_dir()
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / f"{name}.log"
@@ -278,27 +289,34 @@ def _start(
             ],
             setsid=True,
         )
-    started = process_start(pid)
-    url = _wait_announced(pid, log_path, offset, ready_timeout)
-    host = str(settings["host"])
-    if host in _WILDCARD:
-        url = url.replace(f"//{host}:", f"//{socket.getfqdn()}:", 1)
-    probe = _probe_url(url, host)
-    deadline = time.monotonic() + ready_timeout
-    while not _ready(probe):
-        if _exited(pid) or time.monotonic() > deadline:
-            _give_up(pid, log_path, offset, "did not become ready")
-        time.sleep(0.1)
-    return EndpointRecord(
+    spawned = EndpointRecord(
         name=name,
-        url=url,
+        url="",
         host=socket.gethostname(),
         pid=pid,
-        started=started,
-        config=dict(settings, port=_port_of(url)),
+        started=process_start(pid),
+        config=dict(settings),
         state="running",
         log_path=str(log_path),
     )
+    try:
+        record(spawned)
+        url = _wait_announced(pid, log_path, offset, ready_timeout)
+        host = str(settings["host"])
+        if host in _WILDCARD:
+            url = url.replace(f"//{host}:", f"//{socket.getfqdn()}:", 1)
+        probe = _probe_url(url, host)
+        deadline = time.monotonic() + ready_timeout
+        while not _ready(probe):
+            if _exited(pid) or time.monotonic() > deadline:
+                _give_up(pid, log_path, offset, "did not become ready")
+            time.sleep(0.1)
+    except UserError:
+        record(replace(spawned, state="stopped"))
+        raise
+    ready = replace(spawned, url=url, config=dict(settings, port=_port_of(url)))
+    record(ready)
+    return ready
 
 
 def _wait_announced(pid: int, log_path: Path, offset: int, timeout: float) -> str:
@@ -331,7 +349,9 @@ def _give_up(pid: int, log_path: Path, offset: int, why: str) -> NoReturn:
             os.waitpid(pid, 0)
     lines = [line for line in _log_since(log_path, offset).splitlines()[1:] if line.strip()]
     errors = [line for line in lines if "error" in line.lower()]
-    said = (errors or lines or ["(no output)"])[-1].removeprefix("headwater: ")
+    said = (
+        (errors or lines or ["(no output)"])[-1].removeprefix("headwater: ").removeprefix("error: ")
+    )
     raise UserError(f"the model server {why}: {said} (full log: {log_path})")
 
 
