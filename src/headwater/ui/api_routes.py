@@ -145,6 +145,26 @@ def task_log(
     )
 
 
+@router.get(
+    "/artifacts/{artifact_id}/traces/{name:path}",
+    summary="A profiler trace file kept in an artifact",
+    response_class=FileResponse,
+)
+def artifact_trace(request: Request, artifact_id: int, name: str) -> Any:
+    """The trace file `name` (as the artifact's `traces` list names it), streamed as an
+    attachment to open in Perfetto or chrome://tracing. A path that leads out of the
+    artifact is a 404."""
+    from headwater.ui.traces import media_type
+
+    path = data.trace_path(artifact_id, name, metadata=_store(request))
+    return FileResponse(
+        path,
+        media_type=media_type(name),
+        filename=name.rsplit("/", 1)[-1],
+        content_disposition_type="attachment",
+    )
+
+
 @router.get("/artifacts/{ref:path}", summary="An artifact with a preview")
 def get_artifact(request: Request, ref: str) -> dict[str, Any]:
     """The artifact's record and a preview by type (metrics, classification, markdown,

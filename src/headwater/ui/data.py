@@ -7,7 +7,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from headwater.api.artifacts import get_artifact
+from headwater.api.artifacts import ArtifactInfo, get_artifact
 from headwater.api.lineage import lineage
 from headwater.api.runs import RunDetails, RunInfo, get_run, list_runs
 from headwater.errors import InvalidArgumentError, NotFoundError
@@ -22,6 +22,7 @@ __all__ = [
     "models_view",
     "run_view",
     "runs_page",
+    "trace_path",
 ]
 
 
@@ -153,21 +154,66 @@ def log_tail(path: Path, lines: int) -> str:
 
 
 def artifact_view(ref: str, *, metadata: str | None) -> dict[str, Any]:
-    """The artifact's JSON plus `preview` (see `headwater.ui.previews.preview`)."""
-    from headwater import config
+    """The artifact's JSON plus `preview` (see `headwater.ui.previews.preview`) and `traces`:
+    the profiler traces in it, or for an HTML page (a profile's summary) those its task wrote
+    beside it, each `{"name", "size", "url", "artifact_id"}`."""
     from headwater.ui.previews import preview
+    from headwater.ui.traces import find_traces
 
     art = get_artifact(ref, metadata=metadata)
-    roots = [config.pipeline_root()]
-    if art.producer is not None:
-        with contextlib.suppress(NotFoundError):
-            roots.insert(0, get_run(art.producer.run_id, metadata=metadata).pipeline_root)
-    view = {**art.to_json(), "preview": preview(art, [r for r in roots if r])}
+    roots = _artifact_roots(art, metadata)
+    view = {**art.to_json(), "preview": preview(art, roots)}
+    view["traces"] = [{**t, "artifact_id": art.id} for t in find_traces(art, roots)]
+    if not view["traces"] and art.type == "system.HTML" and art.producer is not None:
+        view["traces"] = _sibling_traces(art, metadata)
     if art.type == "system.Model":
         from headwater.api.models import list_models
 
         view["registry"] = [m.to_json() for m in list_models(metadata=metadata) if m.uri == art.uri]
     return view
+
+
+def trace_path(artifact_id: int, name: str, *, metadata: str | None) -> Path:
+    """The trace file `name` of the artifact, resolved inside it and its store.
+
+    Raises:
+        NotFoundError: No such artifact or trace, or the path leads out of the artifact.
+    """
+    from headwater.ui.traces import trace_file
+
+    art = get_artifact(str(artifact_id), metadata=metadata)
+    return trace_file(art, _artifact_roots(art, metadata), name)
+
+
+def _artifact_roots(art: ArtifactInfo, metadata: str | None) -> list[str]:
+    """The artifact stores the UI may read `art` from: its run's pipeline root, the default."""
+    from headwater import config
+
+    roots = [config.pipeline_root()]
+    if art.producer is not None:
+        with contextlib.suppress(NotFoundError):
+            roots.insert(0, get_run(art.producer.run_id, metadata=metadata).pipeline_root)
+    return [r for r in roots if r]
+
+
+def _sibling_traces(art: ArtifactInfo, metadata: str | None) -> list[dict[str, Any]]:
+    """Traces in the other outputs of the task that wrote `art`."""
+    from headwater.ui.traces import find_traces
+
+    if art.producer is None:
+        return []
+    run = get_run(art.producer.run_id, metadata=metadata)
+    found: list[dict[str, Any]] = []
+    for task in run.tasks:
+        if task.execution_id != art.producer.execution_id:
+            continue
+        for uris in task.output_artifacts.values():
+            for uri in uris:
+                if uri != art.uri:
+                    other = get_artifact(uri, metadata=metadata)
+                    roots = _artifact_roots(other, metadata)
+                    found += [{**t, "artifact_id": other.id} for t in find_traces(other, roots)]
+    return found
 
 
 def lineage_view(
