@@ -4,11 +4,13 @@ Real parts only: pipelines run through the CLI into a temporary HEADWATER_HOME, 
 serves them from a subprocess on a free loopback port, and Debian's `chromium` (never a browser
 download) renders the pages: the run graph and its task panel, the ROC plot of a
 ClassificationMetrics artifact, the comparison of two runs, starting a run from the form, and a
-long ParallelFor loop drawn as a box of iteration boxes.
+long ParallelFor loop drawn as a box of iteration boxes, and downloading a profiler trace.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import re
 import shutil
@@ -258,3 +260,21 @@ def test_a_loop_is_a_box_of_iteration_boxes_with_the_rest_folded(
     expect(page.locator("svg#dag g.group.iteration")).to_have_count(12, timeout=TIMEOUT_MS)
     expect(page.locator("svg#dag g.node.more")).to_have_count(0, timeout=TIMEOUT_MS)
     expect(page.locator("svg#dag g.node")).to_have_count(25, timeout=TIMEOUT_MS)
+
+
+def test_artifact_page_downloads_a_profiler_trace(page: Any, headwater_home: Cli) -> None:
+    pytest.importorskip("torch", reason="the profiler trace is made with torch")
+    profile = UI_LOOPS.with_name("ui_profile.py")
+    done = run_ok(headwater_home("run", str(profile), "--json"))
+    page.goto(f"/runs/{done['run_id']}")
+    page.locator('svg#dag g.node[data-task="profile"]').click()
+    row = page.locator("#task-panel tr", has=page.locator("th", has_text="profile_trace"))
+    row.locator("a").first.click()
+    expect(page.locator("h2", has_text="Profiler traces")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("p.trace-how")).to_contain_text("chrome://tracing", timeout=TIMEOUT_MS)
+    with page.expect_download(timeout=TIMEOUT_MS) as info:
+        page.locator("a.trace-download").click()
+    download = info.value
+    assert download.suggested_filename == "trace.json.gz"
+    events = json.loads(gzip.decompress(Path(download.path()).read_bytes()))["traceEvents"]
+    assert any(str(e.get("name", "")).startswith("aten::") for e in events)

@@ -1,5 +1,5 @@
-"""The JSON API under `/api/v1`: runs (list, show, start, delete), tasks' logs, artifacts with
-previews, lineage, comparison and the model registry."""
+"""The JSON API under `/api/v1`: runs (list, show, graph, start, delete), tasks' logs,
+artifacts with previews and profiler traces, lineage, comparison and the model registry."""
 
 from __future__ import annotations
 
