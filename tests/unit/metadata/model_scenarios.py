@@ -178,7 +178,7 @@ def endpoints_are_recorded_by_name(store: MetadataStore) -> None:
             config={"port": 9001},
             log_path="/l",
             run_id="deployer",
-        )  # fmt: skip
+        )
     )
     assert (first.url, first.pid, first.run_id, first.models) == (
         "http://127.0.0.1:9001",
