@@ -193,6 +193,13 @@ def list_models(request: Request, name: str | None = None) -> dict[str, Any]:
     return data.models_view(metadata=_store(request), name=name)
 
 
+@router.get("/endpoints", summary="Model servers deployed by deploy_model, and their state")
+def list_endpoints(request: Request) -> dict[str, Any]:
+    """Each endpoint's name, state (running, stopped, exited, unreachable), URL, the models it
+    serves and the run that deployed it; running ones first."""
+    return data.endpoints_view(metadata=_store(request))
+
+
 @router.get("/compare", summary="Parameters and metrics of 2-10 runs side by side")
 def compare(request: Request, runs: str = Query(..., description="comma-separated run ids")) -> Any:
     """Rows of parameters and metrics, each with `differs`."""

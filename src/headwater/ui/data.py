@@ -16,6 +16,7 @@ from headwater.ui.groups import ITERATIONS_SHOWN
 __all__ = [
     "artifact_view",
     "compare_view",
+    "endpoints_view",
     "lineage_view",
     "log_path",
     "log_tail",
@@ -272,16 +273,29 @@ def _roc_curves(runs: list[RunDetails], metadata: str | None) -> list[dict[str, 
 
 
 def models_view(*, metadata: str | None, name: str | None = None) -> dict[str, Any]:
-    """The registry by model: `{"models": [{"name", "production", "metrics", "versions"}]}`.
+    """The registry by model, and the endpoints serving it:
+    `{"models": [{"name", "production", "metrics", "versions"}], "endpoints": [...]}`.
 
-    Models are in name order, each with its versions newest first, the version in
-    production (or None) and the names of the metrics its versions logged.
+    Models are in name order, each with its versions newest first (each naming the endpoints
+    that serve it), the version in production (or None) and the names of the metrics its
+    versions logged. Endpoints are `endpoints_view`'s, only those serving `name` if given.
     """
     from headwater.api.models import list_models
 
+    endpoints = endpoints_view(metadata=metadata)["endpoints"]
+    if name:
+        endpoints = [e for e in endpoints if any(m["model"] == name for m in e["models"])]
+    serving: dict[str, list[str]] = {}
+    for endpoint in endpoints:
+        if endpoint["state"] == "running":
+            for model in endpoint["models"]:
+                if model["registered"]:
+                    serving.setdefault(model["registered"], []).append(endpoint["name"])
     by_name: dict[str, list[dict[str, Any]]] = {}
     for model in list_models(name=name or None, metadata=metadata):
-        by_name.setdefault(model.name, []).append(model.to_json())
+        entry = model.to_json()
+        entry["endpoints"] = serving.get(f"{model.name}:{model.version}", [])
+        by_name.setdefault(model.name, []).append(entry)
     models = []
     for key in sorted(by_name):
         versions = by_name[key]
@@ -294,4 +308,21 @@ def models_view(*, metadata: str | None, name: str | None = None) -> dict[str, A
                 "versions": versions,
             }
         )
-    return {"models": models}
+    return {"models": models, "endpoints": endpoints}
+
+
+def endpoints_view(*, metadata: str | None) -> dict[str, Any]:
+    """The endpoints `deploy_model` started, running first, then by name:
+    `{"endpoints": [{"name", "state", "url", "models", "run_id", "updated_at", ...}]}`, each
+    model with `model` (its registry name) and `version` added."""
+    from headwater.api.endpoints import list_endpoints
+
+    found = []
+    for endpoint in list_endpoints(metadata=metadata):
+        entry = endpoint.to_json()
+        for model in entry["models"]:
+            registered = str(model.get("registered") or "")
+            model["model"] = registered.rpartition(":")[0] if registered else None
+        found.append(entry)
+    found.sort(key=lambda e: (e["state"] != "running", e["name"]))
+    return {"endpoints": found}
