@@ -7,6 +7,7 @@ come with `pip install 'headwater[serve]'`, each framework with its own extra.
 The modules, from the wire inwards::
 
     app          create_app: routes, error handlers, middleware
+    routing      ProtocolRoutes: the V1/V2 routes called without FastAPI's routing
     v1, v2       the protocols' routes and payload conversions
     wire         bounded JSON bodies, JSON answers, {"error": ...}
     security     loopback by default, bearer tokens (TokenAuth)
