@@ -2,7 +2,9 @@
 
 The server never calls a runtime itself: it awaits `version.predictor.predict(version, inputs,
 outputs=...)`. The default, `ThreadPredictor`, runs each call on a worker thread so the event
-loop (and health checks) never wait on a model. A batcher is a `Predictor` that wraps another:
+loop (and health checks) never wait on a model: one hop to a thread and one back per call,
+through a thread pool of its own (`run_off_loop`) rather than anyio's general one, whose
+bookkeeping per call cost as much as the hop itself. A batcher is a `Predictor` that wraps another:
 it queues concurrent calls for one version, concatenates their inputs along the first axis,
 makes one call to the inner predictor and splits the outputs back by row counts::
 
@@ -20,16 +22,54 @@ Explanations are not batched: `explain` of the default runs on a worker thread t
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-import anyio.to_thread
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
 
     from headwater.serving.endpoint import ModelVersion
     from headwater.serving.runtimes.base import Explanation
+
+T = TypeVar("T")
+#: Threads of the prediction pool: as `concurrent.futures` sizes a pool by default. More
+#: threads than cores only make the event loop wait longer for the GIL.
+POOL_THREADS = min(32, (os.cpu_count() or 1) + 4)
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def prediction_pool() -> ThreadPoolExecutor:
+    """The process's thread pool for model calls, started on first use."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="headwater-predict")
+    return _pool
+
+
+async def run_off_loop(call: Callable[[], T]) -> T:
+    """`call()` on the prediction pool, awaited on the running asyncio loop.
+
+    Cancelling the awaiting task does not abandon the call: the task waits until the call
+    has returned, then is cancelled, so a model version is never released (and perhaps
+    unloaded) while a thread still runs it. This is what anyio's `to_thread.run_sync` does.
+    """
+    future = asyncio.get_running_loop().run_in_executor(prediction_pool(), call)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        while not future.done():
+            try:
+                await asyncio.shield(future)
+            except asyncio.CancelledError:
+                continue
+        raise
 
 
 class Predictor(abc.ABC):
@@ -53,11 +93,11 @@ class Predictor(abc.ABC):
         def call() -> Explanation:
             return version.runtime.explain(inputs, options=options)
 
-        return await anyio.to_thread.run_sync(call)
+        return await run_off_loop(call)
 
 
 class ThreadPredictor(Predictor):
-    """Each call on a worker thread of anyio's pool (one request, one runtime call)."""
+    """Each call on a thread of the prediction pool (one request, one runtime call)."""
 
     async def predict(
         self,
@@ -71,7 +111,7 @@ class ThreadPredictor(Predictor):
         def call() -> dict[str, np.ndarray]:
             return version.runtime.predict(inputs, outputs=outputs)
 
-        return await anyio.to_thread.run_sync(call)
+        return await run_off_loop(call)
 
     def __repr__(self) -> str:
         return "ThreadPredictor()"

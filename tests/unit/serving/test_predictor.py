@@ -1,0 +1,50 @@
+"""`run_off_loop`: model calls on the prediction pool, never abandoned by a cancelled request."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from headwater.serving.predictor import run_off_loop
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_call_runs_on_a_pool_thread() -> None:
+    name = await run_off_loop(lambda: threading.current_thread().name)
+    assert name.startswith("headwater-predict")
+
+
+async def test_an_exception_reaches_the_caller() -> None:
+    def fail() -> None:
+        raise ValueError("bad rows")
+
+    with pytest.raises(ValueError, match="bad rows"):
+        await run_off_loop(fail)
+
+
+async def test_a_cancelled_caller_waits_for_the_call_to_end() -> None:
+    started, release = threading.Event(), threading.Event()
+    finished: list[bool] = []
+
+    def slow() -> str:
+        started.set()
+        release.wait(10)
+        finished.append(True)
+        return "done"
+
+    task = asyncio.ensure_future(run_off_loop(slow))
+    while not started.is_set():
+        await asyncio.sleep(0.001)
+    task.cancel()
+    await asyncio.sleep(0.02)
+    assert not task.done()  # still waiting on the thread, as anyio.to_thread would
+    task.cancel()  # a second cancel does not abandon it either
+    await asyncio.sleep(0.02)
+    assert not task.done()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished == [True]
