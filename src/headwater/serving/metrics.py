@@ -23,7 +23,7 @@ what you can see).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 from starlette.requests import Request
@@ -100,6 +100,11 @@ class PrometheusHooks(ServingHooks):
             registry=self.registry,
         )
         self.registry.register(_RepositoryCollector(repository))
+        # The labelled children by label values: `labels()` costs more than the observation
+        # (it checks and joins the values under a lock), and the label sets repeat.
+        self._counted: dict[tuple[str, str, str, int], Any] = {}
+        self._timed: dict[tuple[str, str], Any] = {}
+        self._staged: dict[tuple[str, str, str], Any] = {}
         self.watch_batches()
 
     def after_request(
@@ -113,14 +118,26 @@ class PrometheusHooks(ServingHooks):
         duration_s: float,
     ) -> None:
         """Count the request and time it."""
-        self.requests.labels(endpoint or "", version or "", protocol or "", str(status)).inc()
-        self.duration.labels(endpoint or "", protocol or "").observe(duration_s)
+        model, protocol = endpoint or "", protocol or ""
+        counted = self._counted.get((model, version or "", protocol, status))
+        if counted is None:
+            counted = self.requests.labels(model, version or "", protocol, str(status))
+            self._counted[(model, version or "", protocol, status)] = counted
+        counted.inc()
+        timed = self._timed.get((model, protocol))
+        if timed is None:
+            timed = self._timed[(model, protocol)] = self.duration.labels(model, protocol)
+        timed.observe(duration_s)
 
     def after_stage(self, *, endpoint: str, version: str, stage: str, duration_s: float) -> None:
         """Time the stage under KServe's name for it."""
-        histogram = self.stages.get(stage)
-        if histogram is not None:
-            histogram.labels(endpoint, version).observe(duration_s)
+        staged = self._staged.get((stage, endpoint, version))
+        if staged is None:
+            histogram = self.stages.get(stage)
+            if histogram is None:
+                return
+            staged = self._staged[(stage, endpoint, version)] = histogram.labels(endpoint, version)
+        staged.observe(duration_s)
 
     def watch_batches(self) -> None:
         """Report the batch sizes of every batching predictor the endpoints use now."""

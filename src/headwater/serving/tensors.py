@@ -37,6 +37,8 @@ DTYPES: dict[str, Any] = {
     "BYTES": np.dtype(object),
 }
 DATATYPES = tuple(DTYPES)
+#: NumPy dtype -> V2 datatype, for the answers (BYTES is found by kind).
+_DATATYPE_OF = {dtype: name for name, dtype in DTYPES.items() if name != "BYTES"}
 _INTEGER = frozenset(d for d in DATATYPES if "INT" in d)
 _FLOAT = frozenset(("FP16", "FP32", "FP64"))
 #: NumPy kinds each datatype's JSON values may arrive as (a JSON 1 is a fine FP32 value).
@@ -66,9 +68,9 @@ def datatype_of(array: np.ndarray) -> str:
     kind = array.dtype.kind
     if kind in "USO":
         return "BYTES"
-    for name, dtype in DTYPES.items():
-        if array.dtype == dtype:
-            return name
+    found = _DATATYPE_OF.get(array.dtype)
+    if found is not None:
+        return found
     if kind == "f":
         return "FP64"
     raise InvalidInputError(
