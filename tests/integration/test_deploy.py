@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,13 @@ def test_redeploying_with_other_settings_restarts_on_the_same_port(
     monkeypatch.setenv("HEADWATER_HOME", str(headwater.home))
     model = save_booster(headwater.home / "model")
     with stopping_every_endpoint(headwater):
-        first = api.deploy_model(f"churn={model}")
-        assert first.action == "started" and first.endpoint.state == "running"
+        # Two deploys of one name at once start one server: the second finds it running.
+        with ThreadPoolExecutor(2) as pool:
+            both = list(pool.map(lambda _: api.deploy_model(f"churn={model}"), range(2)))
+        assert sorted(d.action for d in both) == ["started", "unchanged"]
+        assert both[0].endpoint.pid == both[1].endpoint.pid
+        first = next(d for d in both if d.action == "started")
+        assert first.endpoint.state == "running"
         assert infer(first.endpoint.url).status_code == 200
         same = api.deploy_model(f"churn={model}")
         assert (same.action, same.endpoint.pid) == ("unchanged", first.endpoint.pid)

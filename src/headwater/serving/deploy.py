@@ -33,7 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -133,28 +133,31 @@ def deploy(
         "max_batch_size": max_batch_size,
         "max_latency_ms": max_latency_ms,
     }
-    existing = store.get_endpoint(name)
-    action = "started"
-    if existing is not None and state_of(existing) == "running":
-        settings["port"] = port or int(existing.config.get("port") or 0) or _port_of(existing.url)
-        same_settings = {**existing.config, "port": settings["port"]} == settings
-        served = existing.models[0] if existing.models else {}
-        if same_settings and _same_model(served, model):
-            return existing, "unchanged"
-        if same_settings and workers == 1:
-            swapped = _swap_model(existing, pinned)
-            updated = replace(
-                existing, models=[{**model, "version": swapped}], run_id=run_id, task=task
+    with _locked(name):
+        existing = store.get_endpoint(name)
+        action = "started"
+        if existing is not None and state_of(existing) == "running":
+            settings["port"] = (
+                port or int(existing.config.get("port") or 0) or _port_of(existing.url)
             )
-            return store.save_endpoint(updated), "updated"
-        stop_process(existing)
-        action = "restarted"
+            same_settings = {**existing.config, "port": settings["port"]} == settings
+            served = existing.models[0] if existing.models else {}
+            if same_settings and _same_model(served, model):
+                return existing, "unchanged"
+            if same_settings and workers == 1:
+                swapped = _swap_model(existing, pinned)
+                updated = replace(
+                    existing, models=[{**model, "version": swapped}], run_id=run_id, task=task
+                )
+                return store.save_endpoint(updated), "updated"
+            stop_process(existing)
+            action = "restarted"
 
-    def record(started: EndpointRecord) -> None:
-        store.save_endpoint(replace(started, models=[model], run_id=run_id, task=task))
+        def record(started: EndpointRecord) -> None:
+            store.save_endpoint(replace(started, models=[model], run_id=run_id, task=task))
 
-    started = _start(pinned, name, settings, metadata_url, ready_timeout, record)
-    return store.get_endpoint(name) or started, action
+        started = _start(pinned, name, settings, metadata_url, ready_timeout, record)
+        return store.get_endpoint(name) or started, action
 
 
 def stop(
@@ -180,13 +183,15 @@ def stop(
             f"endpoint {name!r} runs on {record.host}, not on this machine: run headwater "
             "endpoints stop there"
         )
-    stopped = stop_process(record, timeout=timeout)
-    return store.save_endpoint(replace(record, state="stopped")), stopped
+    with _locked(name):
+        record = store.get_endpoint(name) or record  # as it is now, not before the lock
+        stopped = stop_process(record, timeout=timeout)
+        return store.save_endpoint(replace(record, state="stopped")), stopped
 
 
 def state_of(record: EndpointRecord) -> str:
-    """ "running", "stopped" (recorded so), "exited" (its process is gone) or "unreachable"
-    (on another machine and not answering)."""
+    """The server's state now: "running", "stopped" (recorded so), "exited" (its process is
+    gone) or "unreachable" (on another machine and not answering)."""
     if record.state == "stopped":
         return "stopped"
     if record.host == socket.gethostname():
@@ -212,6 +217,22 @@ def stop_process(record: EndpointRecord, *, timeout: float = STOP_TIMEOUT_S) -> 
     while _alive(record.pid, record.started) and time.monotonic() < deadline + 5:
         time.sleep(0.05)
     return True
+
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[None]:
+    """One deploy or stop of endpoint `name` at a time on this machine (two runs deploying
+    one name must not start two servers)."""
+    import fcntl
+
+    folder = endpoints_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f"{name}.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def process_start(pid: int) -> str:
