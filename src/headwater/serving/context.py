@@ -23,6 +23,7 @@ from headwater.serving.errors import InvalidInputError, ProtocolError
 from headwater.serving.observe import SERVED, Served, ServingHooks, logger
 from headwater.serving.repository import ModelRepository
 from headwater.serving.runtimes.base import Explanation
+from headwater.serving.wire import header
 
 T = TypeVar("T")
 #: What a model may raise on an input it cannot take; answered 400 with its message.
@@ -133,7 +134,7 @@ class ServingContext:
 
 def request_key(request: Request) -> str | None:
     """The key a traffic policy may route by to keep a client on one version."""
-    return request.headers.get("x-request-id")
+    return header(request, b"x-request-id")
 
 
 def _rejected(version: ModelVersion, exc: BaseException) -> InvalidInputError:

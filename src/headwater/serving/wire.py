@@ -34,9 +34,12 @@ async def read_json(request: Request, limit: int) -> tuple[dict[str, Any], int]:
         PayloadTooLargeError: The body (declared or as read) exceeds `limit`.
         InvalidInputError: No body, a binary-extension body, malformed JSON, or not an object.
     """
-    if "inference-header-content-length" in request.headers:
-        raise InvalidInputError(_BINARY)
-    declared = request.headers.get("content-length", "")
+    declared = ""
+    for key, value in request.scope["headers"]:  # one pass; ASGI names are lower case
+        if key == b"content-length" and not declared:
+            declared = value.decode("latin-1")
+        elif key == b"inference-header-content-length":
+            raise InvalidInputError(_BINARY)
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLargeError(_too_large(int(declared), limit))
     chunks: list[bytes] = []
@@ -53,6 +56,15 @@ async def read_json(request: Request, limit: int) -> tuple[dict[str, Any], int]:
     if not isinstance(parsed, dict):
         raise InvalidInputError(f"the body must be a JSON object, got a JSON {_kind(parsed)}")
     return parsed, size
+
+
+def header(request: Request, name: bytes) -> str | None:
+    """The first value of the header `name` (lower case), or None; a plain scan of the
+    request's headers, cheaper than building `request.headers` to ask it once."""
+    for key, value in request.scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
 
 
 def json_response(
