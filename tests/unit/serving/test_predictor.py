@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
+import time
 
 import pytest
 
-from headwater.serving.predictor import run_off_loop
+from headwater.serving.predictor import POOL_THREADS, run_off_loop
 
 pytestmark = pytest.mark.anyio
 
@@ -48,3 +50,22 @@ async def test_a_cancelled_caller_waits_for_the_call_to_end() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert finished == [True]
+
+
+async def test_more_calls_than_threads_all_finish_on_at_most_a_thread_per_core() -> None:
+    names: set[str] = set()
+
+    def work(i: int) -> int:
+        names.add(threading.current_thread().name)
+        time.sleep(0.002)
+        return i
+
+    done = await asyncio.gather(*(run_off_loop(lambda i=i: work(i)) for i in range(40)))
+    assert done == list(range(40))
+    assert 1 <= len(names) <= POOL_THREADS
+
+
+async def test_the_call_sees_the_callers_context_variables() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
+    var.set("r-17")
+    assert await run_off_loop(var.get) == "r-17"
