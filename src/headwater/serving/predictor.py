@@ -94,6 +94,14 @@ _Job = tuple[
 _pool = _PredictionPool(POOL_THREADS)
 
 
+def _new_pool_after_fork() -> None:
+    global _pool
+    _pool = _PredictionPool(POOL_THREADS)  # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_new_pool_after_fork)
+
+
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():
         return

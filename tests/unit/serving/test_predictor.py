@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import signal
 import threading
 import time
 
@@ -69,3 +71,18 @@ async def test_the_call_sees_the_callers_context_variables() -> None:
     var: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
     var.set("r-17")
     assert await run_off_loop(var.get) == "r-17"
+
+
+def test_a_forked_child_gets_a_pool_of_its_own() -> None:
+    asyncio.run(run_off_loop(lambda: None))
+    time.sleep(0.05)  # the parent's thread is idle now, and counted so
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: predict, report, leave without running pytest's exit
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)  # not pytest-timeout's handler
+        signal.alarm(5)  # a call nobody takes would wait for ever
+        os.write(write, asyncio.run(run_off_loop(lambda: b"ok")))
+        os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    assert (os.read(read, 10), os.waitstatus_to_exitcode(status)) == (b"ok", 0)
