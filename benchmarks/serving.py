@@ -32,7 +32,7 @@ Usage::
 
     python benchmarks/serving.py [--seconds 10] [--clients 16] [--workers 1,2]
         [--batch-rows 64] [--warmup 2] [--venv-dir ~/.cache/headwater-bench]
-        [--repeat 1] [--only headwater,fastapi,kserve,mlserver]
+        [--repeat 1] [--only headwater,fastapi,kserve,mlserver] [--baseline-src DIR]
         [--markdown] [--json-out FILE] [--strict]
 """
 
@@ -298,23 +298,32 @@ def servers(args: argparse.Namespace, model: Path) -> list[Server]:
     only = set(args.only.split(","))
     headwater = Path(sys.executable).with_name("headwater")
     out: list[Server] = []
+    builds: list[tuple[str, dict[str, str]]] = [("headwater", {})]
+    if args.baseline_src is not None:
+        # Another checkout's code in this venv: its src first on the path of the server and
+        # of every worker process it spawns.
+        src = str(args.baseline_src.resolve())
+        builds.append(("baseline headwater", {"PYTHONPATH": src}))
     if "headwater" in only:
-        for n in args.workers:
-            out.append(
-                Server(
-                    f"headwater ({n} worker{'s' if n > 1 else ''})",
-                    lambda port, _d, n=n: [
-                        str(headwater),
-                        "serve",
-                        f"{MODEL}={model}",
-                        "--port",
-                        str(port),
-                        "--workers",
-                        str(n),
-                    ],
-                    note=f"headwater serve --workers {n}",
+        for label, env in builds:
+            for n in args.workers:
+                out.append(
+                    Server(
+                        f"{label} ({n} worker{'s' if n > 1 else ''})",
+                        lambda port, _d, n=n: [
+                            str(headwater),
+                            "serve",
+                            f"{MODEL}={model}",
+                            "--port",
+                            str(port),
+                            "--workers",
+                            str(n),
+                        ],
+                        note=f"headwater serve --workers {n}"
+                        + (f", code from {env['PYTHONPATH']}" if env else ""),
+                        env=env,
+                    )
                 )
-            )
     if "fastapi" in only:
 
         def fastapi_cmd(port: int, work: Path) -> list[str]:
@@ -681,6 +690,14 @@ def main() -> int:
         "--only",
         default="headwater,fastapi,kserve,mlserver",
         help="servers to run, comma-separated (default all four)",
+    )
+    p.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also measure the headwater code in this src folder (another checkout, say a "
+        "`git worktree` of the commit before a change), as 'baseline headwater' rows of the "
+        "same run; the target is judged on this checkout's rows",
     )
     p.add_argument(
         "--repeat",
