@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import anyio.to_thread
@@ -17,6 +18,12 @@ from starlette.responses import Response
 
 from headwater.serving.errors import InvalidInputError, PayloadTooLargeError, ProtocolError
 
+try:  # 5-13x faster parsing (ADR 15); `json` is the reference and the fallback
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson comes with the serve extra
+    _orjson = None  # type: ignore[assignment]
+
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
 #: The response header naming the model version that served a request.
 VERSION_HEADER = "x-headwater-model-version"
 #: Bodies larger than this are parsed on a worker thread, not on the event loop.
@@ -85,6 +92,13 @@ def error_response(error: ProtocolError) -> Response:
 
 
 def _parse(body: bytes) -> Any:
+    # orjson reads an integer beyond 64 bits as a float, where `json` keeps the integer (and
+    # the tensor checks then name it): such bodies (19 digits in a row) go to `json`.
+    if _orjson is not None and not _LONG_NUMBER.search(body):
+        try:
+            return _orjson.loads(body)
+        except _orjson.JSONDecodeError:
+            pass  # `json` takes what orjson refuses (NaN, huge integers) or says what is wrong
     try:
         return json.loads(body.decode("utf-8"))
     except UnicodeDecodeError as exc:
