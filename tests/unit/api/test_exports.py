@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import headwater
-from headwater.api import artifacts, cache, compiler, lineage, models, runs
+from headwater.api import artifacts, cache, compiler, endpoints, lineage, models, runs
 from headwater.engine import runner
 
 EXPORTED = {
@@ -36,6 +36,11 @@ EXPORTED = {
     "promote_model": models,
     "ModelInfo": models,
     "Promotion": models,
+    "deploy_model": endpoints,
+    "list_endpoints": endpoints,
+    "stop_endpoint": endpoints,
+    "Deployment": endpoints,
+    "EndpointInfo": endpoints,
 }
 
 
