@@ -55,7 +55,7 @@ def deploy_model(
     `port` 0 keeps a running endpoint's port or picks a free one. `max_batch_size` above 1
     turns on adaptive batching.
     """
-    from headwater.serving.deploy import deploy_in_run
+    from headwater.components.registration import deploy_in_run
 
     url, name, version, action = deploy_in_run(
         model_name,

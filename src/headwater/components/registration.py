@@ -1,7 +1,9 @@
-"""Registering a model from inside a pipeline task: the plain function `register_model` calls.
+"""Registering and deploying a model from inside a pipeline task: the plain functions the
+`register_model` and `deploy_model` components call.
 
-Kept apart from the KFP component (`registry.py`) because a task imports this module, and in
-a task's process `kfp.dsl` has no `component` decorator to build the component with.
+Kept apart from the KFP components (`registry.py`, `deployment.py`) because a task imports
+this module, and in a task's process `kfp.dsl` has no `component` decorator to build the
+component with.
 """
 
 from __future__ import annotations
@@ -41,25 +43,10 @@ def register_in_run(
         UserError: Not a task of a Headwater run (no `HEADWATER_RUN_ID`), the run's store is
             in memory, or a bad name or stage (see `headwater.api.models.register_model`).
     """
-    from headwater import config
     from headwater.api.models import register_model
-    from headwater.errors import UserError
     from headwater.metadata import open_store
-    from headwater.metadata.connect import sqlite_file
 
-    run_id = config.run_id()
-    url = config.metadata_url()
-    if run_id is None:
-        raise UserError(
-            f"register_model registers a model of a Headwater run, but {config.RUN_ID_ENV} "
-            "is not set: run the pipeline with `headwater run`, or call "
-            "headwater.register_model() outside a pipeline"
-        )
-    if url.startswith("sqlite") and sqlite_file(url) is None:
-        raise UserError(
-            f"the run's metadata store {url!r} is in memory, which a task cannot reach: "
-            "run the pipeline with a file or server metadata store"
-        )
+    run_id, url = _task_run("register_model", "headwater.register_model()")
     store = open_store(url)
     try:
         deadline = time.monotonic() + RUN_RECORD_WAIT_S
@@ -78,3 +65,83 @@ def register_in_run(
     finally:
         store.close()
     return info.name, info.version, info.version not in before
+
+
+def deploy_in_run(
+    model_name: str,
+    *,
+    version: int = 0,
+    stage: str = "",
+    endpoint: str = "",
+    host: str = "127.0.0.1",
+    port: int = 0,
+    workers: int = 1,
+    max_batch_size: int = 1,
+    max_latency_ms: float = 5.0,
+) -> tuple[str, str, str, str]:
+    """Deploy version `version` (or the newest in `stage`, or the production version, else
+    the newest) of the registered model `model_name` as endpoint `endpoint` (default: the
+    model's name), recorded with the run this task is in (see
+    `headwater.api.endpoints.deploy_model`).
+
+    Returns:
+        The URL, the endpoint's name, the version served, and what was done.
+
+    Raises:
+        UserError: Not a task of a Headwater run, an in-memory store, a model that is not
+            registered, both a version and a stage, or a server that did not start.
+    """
+    from headwater.api.endpoints import deploy_model
+    from headwater.errors import InvalidArgumentError
+
+    run_id, url = _task_run("deploy_model", "headwater.deploy_model()")
+    if version and stage:
+        raise InvalidArgumentError(
+            f"give model_version or stage, not both (got {version} and {stage!r})"
+        )
+    if version < 0:
+        raise InvalidArgumentError(f"model_version must be 1 or more (0: any), got {version}")
+    spec = model_name
+    if version:
+        spec = f"{model_name}:{version}"
+    elif stage:
+        spec = f"{model_name}@{stage}"
+    done = deploy_model(
+        spec,
+        name=endpoint or model_name,
+        host=host,
+        port=port,
+        workers=workers,
+        max_batch_size=max_batch_size,
+        max_latency_ms=max_latency_ms,
+        run_id=run_id,
+        metadata=url,
+    )
+    served = done.endpoint.models[0]["version"] if done.endpoint.models else ""
+    return done.endpoint.url, done.endpoint.name, str(served), done.action
+
+
+def _task_run(component: str, outside: str) -> tuple[str, str]:
+    """The id of the run this task is in and the URL of its metadata store.
+
+    Raises:
+        UserError: Not a task of a Headwater run (no `HEADWATER_RUN_ID`), or the run's
+            store is in memory (a task cannot reach it).
+    """
+    from headwater import config
+    from headwater.errors import UserError
+    from headwater.metadata.connect import sqlite_file
+
+    run_id = config.run_id()
+    url = config.metadata_url()
+    if run_id is None:
+        raise UserError(
+            f"{component} works on a Headwater run, but {config.RUN_ID_ENV} is not set: run "
+            f"the pipeline with `headwater run`, or call {outside} outside a pipeline"
+        )
+    if url.startswith("sqlite") and sqlite_file(url) is None:
+        raise UserError(
+            f"the run's metadata store {url!r} is in memory, which a task cannot reach: "
+            "run the pipeline with a file or server metadata store"
+        )
+    return run_id, url

@@ -446,77 +446,8 @@ def _port_of(url: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-def deploy_in_run(
-    model_name: str,
-    *,
-    version: int = 0,
-    stage: str = "",
-    endpoint: str = "",
-    host: str = "127.0.0.1",
-    port: int = 0,
-    workers: int = 1,
-    max_batch_size: int = 1,
-    max_latency_ms: float = 5.0,
-) -> tuple[str, str, str, str]:
-    """`deploy_model`'s work inside a task: deploy a registered model, recorded with the run.
-
-    Returns:
-        The URL, the endpoint's name, the version served, and what was done.
-
-    Raises:
-        UserError: Not a task of a Headwater run, an in-memory store, a model that is not
-            registered, both a version and a stage, or a server that did not start.
-    """
-    from headwater.metadata import open_store
-    from headwater.metadata.connect import sqlite_file
-
-    run_id = config.run_id()
-    url = config.metadata_url()
-    if run_id is None:
-        raise UserError(
-            f"deploy_model deploys a model of a Headwater run, but {config.RUN_ID_ENV} is not "
-            "set: run the pipeline with `headwater run`, or call headwater.deploy_model() "
-            "outside a pipeline"
-        )
-    if url.startswith("sqlite") and sqlite_file(url) is None:
-        raise UserError(
-            f"the run's metadata store {url!r} is in memory, which a task cannot reach: "
-            "run the pipeline with a file or server metadata store"
-        )
-    if version and stage:
-        raise InvalidArgumentError(
-            f"give model_version or stage, not both (got {version} and {stage!r})"
-        )
-    if version < 0:
-        raise InvalidArgumentError(f"model_version must be 1 or more (0: any), got {version}")
-    spec = model_name
-    if version:
-        spec = f"{model_name}:{version}"
-    elif stage:
-        spec = f"{model_name}@{stage}"
-    store = open_store(url)
-    try:
-        record, action = deploy(
-            spec,
-            name=endpoint or model_name,
-            store=store,
-            metadata_url=url,
-            host=host,
-            port=port,
-            workers=workers,
-            max_batch_size=max_batch_size,
-            max_latency_ms=max_latency_ms,
-            run_id=run_id,
-        )
-    finally:
-        store.close()
-    served = str(record.models[0]["version"]) if record.models else ""
-    return record.url, record.name, served, action
-
-
 __all__ = [
     "deploy",
-    "deploy_in_run",
     "endpoints_dir",
     "process_start",
     "state_of",
