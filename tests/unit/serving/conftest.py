@@ -73,7 +73,7 @@ def torch_model(tmp_path: Path) -> Callable[..., str]:
     """Factory: a module saved by `model_file.save` (state dict, TorchScript, code/)."""
     torch = pytest.importorskip("torch")
     from headwater.components.torch import model_file
-    from headwater.components.torch.loading import load_file
+    from headwater.loading import load_file
 
     code = tmp_path / "net.py"
     code.write_text(TORCH_CODE)

@@ -59,8 +59,8 @@ def target_path(target: str) -> str | None:
 
 
 def _load(target: str) -> Callable[..., Any]:
-    from headwater.components.torch.loading import code_file, load_file, split
     from headwater.errors import UserError
+    from headwater.loading import code_file, load_file, split
 
     module_name, name = split(target)
     path = target_path(target)

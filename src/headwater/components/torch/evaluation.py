@@ -11,8 +11,8 @@ from typing import Any
 
 from headwater.components.torch import _library, model_file
 from headwater.components.torch.classification import Classification, classify, is_classification
-from headwater.components.torch.loading import load_class
 from headwater.errors import InvalidArgumentError, UserError
+from headwater.loading import load_class
 
 SPLITS = ("test", "val", "train")
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from headwater.components._model_dir import METADATA_FILE, read_metadata
 from headwater.components.torch import _library
-from headwater.components.torch.loading import load_class, split
 from headwater.errors import UserError
+from headwater.loading import load_class, split
 
 STATE_DICT = "state_dict.pt"
 TORCHSCRIPT = "model.pt"

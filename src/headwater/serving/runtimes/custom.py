@@ -134,7 +134,7 @@ def load_handler_class(spec: str) -> type:
         UserError: The module or file cannot be loaded, or has no such class (the message
             lists the classes it has).
     """
-    from headwater.components.torch.loading import load_class
+    from headwater.loading import load_class
 
     module_name, _, name = spec.rpartition(":")
     if not module_name or not name:

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from headwater.components.torch import model_file
-from headwater.components.torch.loading import load_class
 from headwater.errors import UserError
+from headwater.loading import load_class
 
 
 class Branchy(nn.Module):

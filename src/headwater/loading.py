@@ -1,9 +1,10 @@
-"""Find the user's training code: an importable `module:Class`, or a class in a Python file.
+"""Find the user's code: an importable `module:Class`, or a class in a Python file.
 
-The training components take their LightningModule and LightningDataModule either as an
-importable path (`"mypkg.models:Net"`) or as a Python file artifact plus the class name in it
-(`code=<artifact>`, `module="Net"`). The file's directory goes on `sys.path`, so the file may
-import its siblings; it is loaded once per process, under a module name derived from its path.
+The PyTorch training components take their LightningModule and LightningDataModule, and the
+model server its custom handlers, either as an importable path (`"mypkg.models:Net"`) or as a
+Python file plus the class name in it (`"handler.py:Handler"`, or a code artifact with
+`module="Net"`). The file's directory goes on `sys.path`, so the file may import its
+siblings; it is loaded once per process, under a module name derived from its path.
 """
 
 from __future__ import annotations
