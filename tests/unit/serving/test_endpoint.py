@@ -156,3 +156,26 @@ async def test_reload_load_and_unload_under_load_drop_no_request(handler_file: s
             group.start_soon(anyio.to_thread.run_sync, swaps)
     assert statuses == [200] * 240
     assert versions == {"1", "2"}
+
+
+def test_a_model_unloaded_from_a_frozen_heap_is_still_freed(handler_file: str) -> None:
+    # The server freezes its heap at start (gc.freeze); a model held in a reference cycle
+    # must not stay behind for ever once it is unloaded.
+    import gc
+    import weakref
+
+    endpoint = ModelEndpoint("m")
+    first = runtime(handler_file)
+    endpoint.load("1", first)
+    handler = first.handler  # type: ignore[attr-defined]
+    handler.own = handler  # the loaded model now lives in a reference cycle
+    gone = weakref.ref(handler)
+    del handler
+    gc.collect()
+    gc.freeze()
+    try:
+        endpoint.load("1", runtime(handler_file))  # a reload unloads the first copy
+        gc.collect()  # a plain collection cannot see frozen objects: the unload did it
+        assert gone() is None
+    finally:
+        gc.unfreeze()
