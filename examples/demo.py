@@ -79,8 +79,9 @@ def main() -> int:
     if models:
         print(f"    headwater lineage {models[0].uri}   # what data and code made the model")
         print(f"    headwater models promote higgs-xgboost {models[0].version} --stage production")
+        print(f"    headwater serve higgs-xgboost:{models[0].version}   # KServe V1, V2 on :8080")
     print("    headwater models list")
-    print("    (the web UI and `headwater serve` arrive with their issues)")
+    print("    headwater ui                    # runs, the graph, artifacts and lineage")
     return 0
 
 

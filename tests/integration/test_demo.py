@@ -41,6 +41,7 @@ def test_demo_trains_registers_and_is_cached_the_second_time(tmp_path: Path) -> 
         assert re.search(rf"{stage}\s+[0-9.]+ s", first.stdout), first.stdout
     assert "registered model: higgs-xgboost v1 (xgboost" in first.stdout
     assert "headwater models promote higgs-xgboost 1 --stage production" in first.stdout
+    assert "headwater serve higgs-xgboost:1" in first.stdout
 
     second = _demo(home, tmp_path)
     assert second.returncode == 0, second.stdout + second.stderr
