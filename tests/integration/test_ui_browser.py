@@ -143,6 +143,30 @@ def test_run_page_draws_the_graph_and_shows_a_task(
     expect(panel.get_by_role("link", name="download")).to_be_visible(timeout=TIMEOUT_MS)
 
 
+def test_a_click_before_the_run_has_loaded_opens_the_task_once_it_has(
+    page: Any, runs: dict[str, dict[str, Any]]
+) -> None:
+    # Hold the run's JSON back: the graph is on the page (server-rendered) before it arrives,
+    # and a click then must not be lost (under load, it was: the panel stayed empty).
+    held: list[Any] = []
+    pattern = re.compile(r"/api/v1/runs/[^/?]+(\?.*)?$")
+    page.route(pattern, lambda route: held.append(route))
+    try:
+        page.goto(f"/runs/{runs['low']['run_id']}")
+        for _ in range(100):
+            if held:
+                break
+            page.wait_for_timeout(50)
+        assert held, "the page never asked for the run"
+        page.locator('svg#dag g.node[data-task="evaluate"]').click()
+        panel = page.locator("#task-panel")
+        expect(panel.locator("h2")).to_have_count(0)
+        held[0].continue_()
+        expect(panel.locator("h2")).to_have_text("evaluate", timeout=TIMEOUT_MS)
+    finally:
+        page.unroute(pattern)
+
+
 def test_classification_artifact_draws_the_roc_curve(
     page: Any, runs: dict[str, dict[str, Any]]
 ) -> None:

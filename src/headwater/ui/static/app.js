@@ -144,15 +144,18 @@ function setupRun() {
   let run = null, selected = null;
   const iterations = svg.dataset.iterations || "";
   const open = (t) => { selected = t.name; showTask(runId, t); };
+  // A click before the run's JSON has arrived is kept and answered once it has.
+  let pending = null;
+  const choose = (name) => {
+    if (!run) { pending = name; return; }
+    const more = run.graph.nodes.find((n) => n.kind === "more" && n.name === name);
+    if (more) { selected = more.name; showMore(runId, more, run.tasks, open); return; }
+    const t = run.tasks.find((x) => x.name === name);
+    if (t) open(t);
+  };
   const bind = () => {
     for (const g of svg.querySelectorAll("g.node")) {
-      g.onclick = () => {
-        if (!run) return;
-        const more = run.graph.nodes.find((n) => n.kind === "more" && n.name === g.dataset.task);
-        if (more) { selected = more.name; showMore(runId, more, run.tasks, open); return; }
-        const t = run.tasks.find((x) => x.name === g.dataset.task);
-        if (t) open(t);
-      };
+      g.onclick = () => choose(g.dataset.task);
       g.onkeydown = (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); g.onclick(); } };
     }
   };
@@ -165,6 +168,7 @@ function setupRun() {
     const nodes = run.graph.nodes.map((n) => n.name).join("|");
     // New tasks, or other iterations drawn (one failed, say): lay the graph out again.
     if (names !== svg.dataset.tasks || (svg.dataset.nodes && nodes !== svg.dataset.nodes)) { location.reload(); return; }
+    if (pending !== null) { const name = pending; pending = null; choose(name); }
     for (const n of run.graph.nodes) {
       const g = svg.querySelector(`g.node[data-task="${CSS.escape(n.name)}"]`);
       if (!g) continue;
