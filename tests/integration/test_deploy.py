@@ -140,6 +140,16 @@ def test_redeploying_with_other_settings_restarts_on_the_same_port(
         assert wider.endpoint.pid != first.endpoint.pid
         assert process_gone(first.endpoint.pid)
         assert infer(wider.endpoint.url).status_code == 200
+        # Another model into the 2-worker server: updated in place, in both workers.
+        other = save_booster(headwater.home / "model-b")
+        updated = api.deploy_model(f"churn={other}", workers=2)
+        assert (updated.action, updated.endpoint.pid) == ("updated", wider.endpoint.pid)
+        assert updated.endpoint.models[0]["version"] == "2"
+
+        def everywhere() -> bool:  # fresh connections land on either worker
+            return {infer(wider.endpoint.url).headers[VERSION] for _ in range(30)} == {"2"}
+
+        wait_for(everywhere, 20, "every worker to serve version 2")
         assert [e.name for e in api.list_endpoints()] == ["churn"]
         _, stopped = api.stop_endpoint("churn")
         assert stopped and process_gone(wider.endpoint.pid)

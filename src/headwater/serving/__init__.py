@@ -16,7 +16,7 @@ The modules, from the wire inwards::
     predictor    Predictor / ThreadPredictor: inference off the event loop (batching seam)
     batching     BatchingPredictor: adaptive batching (max_batch_size, max_latency_ms)
     traffic      CanaryPolicy: weighted, sticky canary split; promote, rollback
-    admin        /admin/models/{name}/traffic and /reload
+    admin        /admin/models/{name}/traffic, /load, /unload, /reload; ChangeLog (workers)
     metrics      PrometheusHooks and /metrics (a registry per app)
     repository   ModelRepository: endpoints by name
     endpoint     ModelEndpoint / ModelVersion / TrafficPolicy: atomic swaps (canary seam)

@@ -29,7 +29,7 @@ from starlette.responses import Response
 from headwater import __version__
 from headwater.errors import HeadwaterError, InvalidArgumentError, UserError
 from headwater.serving import v1, v2
-from headwater.serving.admin import admin_router
+from headwater.serving.admin import ChangeLog, admin_router
 from headwater.serving.config import DEFAULT_MAX_BODY_BYTES
 from headwater.serving.context import ServingContext
 from headwater.serving.errors import InvalidInputError, ModelNotFoundError, ProtocolError
@@ -50,6 +50,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     hooks: Sequence[ServingHooks] = (),
     admin_changes: bool = True,
+    change_log: ChangeLog | None = None,
     metrics: bool = True,
 ) -> FastAPI:
     """The model server app.
@@ -61,8 +62,10 @@ def create_app(
             `Authorization: Bearer <token>`.
         max_body_bytes: The largest request body taken; larger ones get 413.
         hooks: Called after every request and prediction stage (metrics).
-        admin_changes: Let the admin API change traffic and reload (`headwater.serving.admin`);
-            False answers those changes 409 (a server of several worker processes).
+        admin_changes: Let the admin API change traffic, load, unload and reload
+            (`headwater.serving.admin`); False answers those changes 409.
+        change_log: Where this worker process writes its admin changes for the server's
+            other workers (None: a server of one process).
         metrics: Serve Prometheus metrics at `/metrics` (`headwater.serving.metrics`), in a
             registry of this app's own.
 
@@ -97,7 +100,7 @@ def create_app(
     app.state.headwater = ServingContext(repository, hooks, max_body_bytes)
     app.include_router(v1.router)
     app.include_router(v2.router)
-    app.include_router(admin_router(writable=admin_changes))
+    app.include_router(admin_router(writable=admin_changes, changes=change_log))
     app.add_exception_handler(ProtocolError, _protocol_error)
     app.add_exception_handler(UserError, _user_error)
     app.add_exception_handler(HeadwaterError, _headwater_error)

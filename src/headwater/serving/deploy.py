@@ -7,9 +7,9 @@ records it in the metadata store's `endpoints` table under `name`. Deploying to 
 is already running updates that server instead:
 
 * the same model and settings: nothing changes;
-* another model, one worker process, same address: the server loads the new version through
-  its admin API and then unloads the old one; requests in flight finish on the old one, so
-  none is dropped;
+* another model, same settings: the server loads the new version through its admin API and
+  then unloads the old one (every worker process, see `headwater.serving.admin`); requests in
+  flight finish on the old one, so none is dropped;
 * otherwise (other workers, host or port): the old server is stopped, then a new one started
   on the same port (a short gap without a server).
 
@@ -144,7 +144,7 @@ def deploy(
             served = existing.models[0] if existing.models else {}
             if same_settings and _same_model(served, model):
                 return existing, "unchanged"
-            if same_settings and workers == 1:
+            if same_settings:
                 swapped = _swap_model(existing, pinned)
                 updated = replace(
                     existing, models=[{**model, "version": swapped}], run_id=run_id, task=task

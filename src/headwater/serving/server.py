@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 #: Names the JSON file holding a `ServerConfig` for the worker processes.
 CONFIG_ENV = "HEADWATER_SERVE_CONFIG"
+#: Names the file the worker processes share their admin changes through (`ChangeLog`).
+CHANGES_ENV = "HEADWATER_SERVE_CHANGES"
 #: The import string uvicorn's workers build their app with.
 APP_FACTORY = "headwater.serving.server:app_from_environment"
 #: Seconds a stopping server waits for requests in flight.
@@ -102,6 +104,7 @@ def serve(config: ServerConfig, *, announce: Callable[[str], None] = lambda line
 
         with _config_file(config) as path:
             os.environ[CONFIG_ENV] = str(path)
+            os.environ[CHANGES_ENV] = str(path.with_name("admin-changes.jsonl"))
             try:
                 settings = uvicorn.Config(
                     APP_FACTORY,
@@ -114,10 +117,17 @@ def serve(config: ServerConfig, *, announce: Callable[[str], None] = lambda line
                 Multiprocess(settings, sockets=[sock]).run()
             finally:
                 os.environ.pop(CONFIG_ENV, None)
+                os.environ.pop(CHANGES_ENV, None)
 
 
 def app_from_environment() -> FastAPI:
-    """The app of one worker process, from the config file `HEADWATER_SERVE_CONFIG` names."""
+    """The app of one worker process, from the config file `HEADWATER_SERVE_CONFIG` names.
+
+    With `HEADWATER_SERVE_CHANGES` set, the worker shares admin changes with the others
+    through that file (`headwater.serving.admin.ChangeLog`): it replays the changes made
+    before it started (a restarted worker catches up) before it takes a request.
+    """
+    from headwater.serving.admin import change_log
     from headwater.serving.app import create_app
 
     path = os.environ.get(CONFIG_ENV)
@@ -125,11 +135,15 @@ def app_from_environment() -> FastAPI:
         raise UserError(f"{CONFIG_ENV} is not set: start workers with headwater serve")
     config = ServerConfig.from_json(json.loads(Path(path).read_text()))
     repository = build_repository(config)
+    changes = None
+    if os.environ.get(CHANGES_ENV):
+        changes = change_log(os.environ[CHANGES_ENV], repository)
+        changes.start()
     return create_app(
         repository,
         token=config.token,
         max_body_bytes=config.max_body_bytes,
-        admin_changes=config.workers == 1,
+        change_log=changes,
     )
 
 

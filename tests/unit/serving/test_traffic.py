@@ -209,10 +209,10 @@ async def test_admin_needs_the_token_and_is_refused_with_several_workers(
     async with client(app) as c:
         assert (await c.post(T, json=change)).status_code == 401
         assert (await c.get("/admin/models/iris/traffic")).status_code == 401
-    multi = create_app(two_versions(10), admin_changes=False)
-    async with client(multi) as c:
+    read_only = create_app(two_versions(10), admin_changes=False)
+    async with client(read_only) as c:
         refused = await c.post(T, json=change)
-        assert refused.status_code == 409 and "--workers 1" in refused.json()["error"]
+        assert refused.status_code == 409 and "read-only" in refused.json()["error"]
         assert (await c.post("/admin/models/iris/reload")).status_code == 409
         assert (await c.get("/admin/models/iris/traffic")).status_code == 200
 
@@ -245,17 +245,38 @@ def test_cli_canary_specs_are_checked(spec: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_multi_worker_app_refuses_admin_changes(
+async def test_a_multi_worker_app_shares_admin_changes_through_its_change_log(
     sklearn_model: Callable[..., str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import json
 
-    from headwater.serving.server import CONFIG_ENV, app_from_environment
+    from headwater.serving.admin import change_log
+    from headwater.serving.server import CHANGES_ENV, CONFIG_ENV, app_from_environment
 
+    second = sklearn_model("iris2.joblib")
     config = ServerConfig(sources=(resolve(sklearn_model()),), workers=2)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config.to_json()))
+    changes = tmp_path / "admin-changes.jsonl"
     monkeypatch.setenv(CONFIG_ENV, str(path))
+    monkeypatch.setenv(CHANGES_ENV, str(changes))
+    # Another worker of the same server, as a repository of its own reading the same log.
+    other = build_repository(config)
+    other_log = change_log(changes, other, writer="other-worker")
     async with client(app_from_environment()) as c:
-        answer = await c.post("/admin/models/iris/reload")
-        assert answer.status_code == 409 and "several worker processes" in answer.json()["error"]
+        loaded = await c.post("/admin/models/iris/load", json={"model": second})
+        assert loaded.status_code == 200, loaded.text
+        shifted = await c.post(T, json={"canary": {"version": "1", "percent": 30}})
+        assert shifted.status_code == 200, shifted.text
+        refused = await c.post("/admin/models/iris/unload", json={"version": "9"})
+        assert refused.status_code == 404  # refused here: not written for the others
+    assert other_log.catch_up() == 2
+    state = other.endpoint("iris").state
+    assert (list(state.versions), state.default) == (["1", "2"], "2")
+    assert isinstance(state.policy, CanaryPolicy) and state.policy.percent == 30
+    # A worker started later (or restarted) replays the log before it takes a request.
+    late = build_repository(config)
+    change_log(changes, late, writer="late-worker").catch_up()
+    assert late.endpoint("iris").state.default == "2"
+    for repository in (other, late):
+        repository.close()
