@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -172,6 +173,15 @@ def test_bad_deployments_are_one_line(headwater: Cli, monkeypatch: pytest.Monkey
         api.deploy_model("nope", name="x", host="0.0.0.0")
     with pytest.raises(UserError, match="endpoint name 'a b'"):
         api.deploy_model("nope", name="a b")
+    for bad, said in [
+        ({"port": "8080"}, "port must be an integer, got '8080'"),
+        ({"port": 70000}, "port must be from 0 to 65535"),
+        ({"workers": 0}, "workers must be between 1"),
+        ({"max_batch_size": 2.5}, "max_batch_size must be an integer"),
+        ({"max_latency_ms": -1}, "max_latency_ms must be 0 or more"),
+    ]:
+        with pytest.raises(UserError, match=re.escape(said)):
+            api.deploy_model("nope", name="x", **bad)  # type: ignore[arg-type]
     unknown = headwater("endpoints", "stop", "nope")
     assert unknown.returncode == 2
     assert unknown.stderr.strip().splitlines() == [

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from headwater import config
+from headwater.api._args import count
 from headwater.errors import InvalidArgumentError, NotFoundError, UserError
 from headwater.executors.forkserver import SERVICE_ENV
 from headwater.metadata.base import EndpointRecord, MetadataStore
@@ -104,15 +105,16 @@ def deploy(
         raise InvalidArgumentError(
             f"endpoint name {name!r} must be letters, digits and '_.-' (it goes into URLs)"
         )
-    if not 0 <= port <= 65535:
+    if count("port", port, minimum=0) > 65535:
         raise InvalidArgumentError(f"port must be from 0 to 65535, got {port}")
-    if workers < 1:
-        raise InvalidArgumentError(f"workers must be at least 1, got {workers}")
-    if max_batch_size < 1 or not max_latency_ms >= 0:
-        raise InvalidArgumentError(
-            "max_batch_size must be at least 1 and max_latency_ms 0 or more, got "
-            f"{max_batch_size} and {max_latency_ms:g}"
-        )
+    count("workers", workers, minimum=1)
+    count("max_batch_size", max_batch_size, minimum=1)
+    if (
+        isinstance(max_latency_ms, bool)
+        or not isinstance(max_latency_ms, int | float)
+        or not max_latency_ms >= 0
+    ):
+        raise InvalidArgumentError(f"max_latency_ms must be 0 or more, got {max_latency_ms!r}")
     check_bind(host, os.environ.get(TOKEN_ENV) or None)
     source = resolve(f"{name}={spec}", metadata=store)
     # Pin a registry name to the version it names now, so the server serves what we record;
