@@ -7,8 +7,6 @@ once, right after it finishes, on that thread. `after_run` drains the queue befo
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import queue
 import socket
@@ -19,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from headwater.artifacts.base import content_digest
 from headwater.engine.hooks import RunHooks
 from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
+from headwater.metadata.encoding import ir_digest
 from headwater.task import TaskState
 
 if TYPE_CHECKING:
@@ -32,12 +31,6 @@ if TYPE_CHECKING:
     from headwater.task import Launch
 
 _METRICS = "system.Metrics"
-
-
-def ir_digest(ir: PipelineIR) -> str:
-    """The pipeline version: SHA-256 of its canonical IR."""
-    text = json.dumps(ir.raw, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class MetadataRecorder(RunHooks):
@@ -121,7 +114,7 @@ class MetadataRecorder(RunHooks):
         record = RunRecord(
             run_id=run.run_id,
             pipeline=self.ir.name,
-            pipeline_version=ir_digest(self.ir),
+            pipeline_version=ir_digest(self.ir.raw),
             state="RUNNING",
             parameters=self.parameters,
             pipeline_root=run.pipeline_root,

@@ -14,8 +14,6 @@ must not change what they read).
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import re
 import threading
 import time
@@ -35,6 +33,7 @@ from sqlalchemy.pool import StaticPool
 
 from headwater.errors import HeadwaterSystemError, NotFoundError, StorageError
 from headwater.metadata import migrations
+from headwater.metadata.encoding import json_column
 
 T = TypeVar("T")
 
@@ -188,7 +187,7 @@ def _make_engine(url: str, masked: str, *, read_only: bool) -> tuple[Engine, Pat
             f"metadata store URL {masked!r} is not a SQLAlchemy URL: {_URL_HELP}"
         ) from exc
     parsed = _with_driver(parsed)
-    kwargs: dict[str, Any] = {"json_serializer": _json_dumps}
+    kwargs: dict[str, Any] = {"json_serializer": json_column}
     sqlite_path = _sqlite_path(parsed)
     if sqlite_path is not None:
         if not sqlite_path.parent.is_dir():
@@ -367,25 +366,6 @@ def _open_error(masked: str, exc: BaseException) -> StorageError:
             "or use another metadata URL"
         )
     return StorageError(f"cannot open metadata store {masked!r}: {first_line(exc)}")
-
-
-def _json_dumps(value: Any) -> str:
-    """JSON for a column: non-finite floats as strings (PostgreSQL's json rejects NaN) and
-    anything else json cannot encode as its str()."""
-    try:
-        return json.dumps(value, allow_nan=False, default=str)
-    except ValueError:
-        return json.dumps(_finite(value), allow_nan=False, default=str)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # 'nan', 'inf', '-inf'
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _is_locked(exc: OperationalError) -> bool:

@@ -12,7 +12,10 @@ newest schema, as the default store is after its first run, the engine gets this
 * `cached_outputs`, the engine's per-task lookup, first asks SQLite itself (the standard
   library's `sqlite3`, already imported) whether any SUCCEEDED execution has the key. No row
   is a miss, answered without SQLAlchemy; a row means a possible hit, which the real store
-  looks up and checks as always.
+  looks up and checks as always;
+* the recorder's writes (the run, its executions, artifacts, events and metrics, and the
+  artifact lookups between them) are made by `lite.SqliteWriter`, also on `sqlite3`
+  (ADR 16), so a run without a cache hit never imports SQLAlchemy at all.
 
 Anything else (another URL, a missing file, an older or newer schema, any error while
 probing) opens the store at once, as before, so a bad store is still refused before a run
@@ -26,7 +29,7 @@ import sqlite3
 import threading
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from headwater.metadata.base import (
     SCHEMA_HEAD,
@@ -40,9 +43,7 @@ from headwater.metadata.base import (
     ModelRecord,
     RunRecord,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from headwater.metadata.lite import SqliteWriter
 
 #: A SQLite URL with an absolute path and no options: the only kind probed without SQLAlchemy.
 _PREFIX = "sqlite:////"
@@ -54,11 +55,13 @@ class DeferredSqlStore(MetadataStore):
     """A `SqlMetadataStore` for an existing, current SQLite file, opened on first use.
 
     Make one with `DeferredSqlStore.for_url`, which returns None where a deferred open
-    would not be safe. Every method but `cached_outputs` waits for the real store.
+    would not be safe. The recorder's writes go to a `SqliteWriter`; every other method
+    but `cached_outputs` waits for the real store.
     """
 
     def __init__(self, url: str, probe: sqlite3.Connection) -> None:
         self.url = url
+        self._writer = SqliteWriter(Path(url[len(_PREFIX) - 1 :]), url)
         self._probe: sqlite3.Connection | None = probe
         self._probe_lock = threading.Lock()
         self._open_lock = threading.Lock()
@@ -66,6 +69,7 @@ class DeferredSqlStore(MetadataStore):
         # Runs that never call close() (the engine's store lives as long as its run) still
         # close the probe, without a ResourceWarning, when the store is collected.
         weakref.finalize(self, probe.close)
+        weakref.finalize(self, self._writer.close)
 
     @classmethod
     def for_url(cls, url: str) -> DeferredSqlStore | None:
@@ -134,25 +138,23 @@ class DeferredSqlStore(MetadataStore):
                 return True
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
-        return self._batch()
-
-    @contextlib.contextmanager
-    def _batch(self) -> Iterator[None]:
-        with self.opened().batch():
-            yield
+        """The writer's batch: the recorder's writes all go through it (none through the
+        real store, whose connection would wait on this transaction's lock)."""
+        return self._writer.batch()
 
     def close(self) -> None:
         with self._probe_lock:
             if self._probe is not None:
                 self._probe.close()
                 self._probe = None
+        self._writer.close()
         if self._real is not None:
             self._real.close()
 
     # -- everything else: the real store -----------------------------------------------------
 
     def create_run(self, run: RunRecord, *, ir: dict[str, Any]) -> None:
-        self.opened().create_run(run, ir=ir)
+        self._writer.create_run(run, ir=ir)
 
     def finish_run(
         self,
@@ -163,7 +165,7 @@ class DeferredSqlStore(MetadataStore):
         error: dict[str, Any] | None,
         finished_at: float,
     ) -> None:
-        self.opened().finish_run(
+        self._writer.finish_run(
             run_id, state=state, outputs=outputs, error=error, finished_at=finished_at
         )
 
@@ -208,10 +210,10 @@ class DeferredSqlStore(MetadataStore):
         )
 
     def record_execution(self, execution: ExecutionRecord) -> int:
-        return self.opened().record_execution(execution)
+        return self._writer.record_execution(execution)
 
     def insert_executions(self, executions: list[ExecutionRecord]) -> list[int]:
-        return self.opened().insert_executions(executions)
+        return self._writer.insert_executions(executions)
 
     def list_executions(self, run_id: str) -> list[ExecutionRecord]:
         return self.opened().list_executions(run_id)
@@ -220,16 +222,16 @@ class DeferredSqlStore(MetadataStore):
         return self.opened().get_execution(execution_id)
 
     def record_artifact(self, artifact: ArtifactRecord) -> int:
-        return self.opened().record_artifact(artifact)
+        return self._writer.record_artifact(artifact)
 
     def get_artifact(self, ref: int | str) -> ArtifactRecord | None:
-        return self.opened().get_artifact(ref)
+        return self._writer.get_artifact(ref)
 
     def record_event(self, event: EventRecord) -> None:
-        self.opened().record_event(event)
+        self._writer.record_event(event)
 
     def record_events(self, events: list[EventRecord]) -> None:
-        self.opened().record_events(events)
+        self._writer.record_events(events)
 
     def artifacts_of_many(
         self, execution_ids: list[int]
@@ -242,7 +244,7 @@ class DeferredSqlStore(MetadataStore):
     def record_metrics(
         self, run_id: str, execution_id: int, artifact_id: int, metrics: dict[str, float]
     ) -> None:
-        self.opened().record_metrics(run_id, execution_id, artifact_id, metrics)
+        self._writer.record_metrics(run_id, execution_id, artifact_id, metrics)
 
     def find_cached(self, cache_key: str) -> ExecutionRecord | None:
         return self.opened().find_cached(cache_key)

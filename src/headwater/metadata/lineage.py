@@ -13,7 +13,8 @@ from sqlalchemy import ColumnElement, Connection, Row, RowMapping, Select, selec
 
 from headwater.errors import NotFoundError
 from headwater.metadata.base import Direction, LineageGraph
-from headwater.metadata.queries import artifact_key, chunks
+from headwater.metadata.encoding import artifact_key
+from headwater.metadata.queries import chunks
 from headwater.metadata.schema import ARTIFACTS, EVENTS, EXECUTIONS, MODELS, PIPELINES, RUNS
 
 # The columns a lineage node shows.

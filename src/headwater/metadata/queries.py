@@ -148,15 +148,3 @@ def artifact_record(row: Row[Any]) -> ArtifactRecord:
         created_at=row.created_at,
         signature=row.signature,
     )
-
-
-def artifact_key(ref: int | str) -> int | str:
-    """An artifact reference as an id (int) or a URI (str)."""
-    if isinstance(ref, int) and not isinstance(ref, bool):
-        return ref
-    text = str(ref).strip()
-    if text.isdigit():
-        return int(text)
-    if text.startswith("a:") and text[2:].isdigit():
-        return int(text[2:])
-    return text

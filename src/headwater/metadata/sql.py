@@ -8,8 +8,6 @@ reads shared with the lineage walk are in `queries`, the walk itself in `lineage
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
 import time
 from typing import Any, Literal, cast
@@ -31,9 +29,9 @@ from headwater.metadata.base import (
     model_stage,
 )
 from headwater.metadata.connect import Database, mask_url, sqlite_file
+from headwater.metadata.encoding import artifact_key, ir_digest
 from headwater.metadata.lineage import lineage_graph
 from headwater.metadata.queries import (
-    artifact_key,
     artifact_record,
     chunks,
     execution_record,
@@ -855,12 +853,6 @@ def _select_endpoints(conn: Connection, *where: Any) -> list[EndpointRecord]:
         )
         for r in conn.execute(query)
     ]
-
-
-def ir_digest(ir: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of an IR document (the pipeline version)."""
-    text = json.dumps(ir, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # Statements on the engine's path (a cache lookup per task), built once: building a select

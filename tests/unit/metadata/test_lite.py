@@ -1,0 +1,284 @@
+"""`SqliteWriter` writes what `SqlMetadataStore` writes: the same rows, the same JSON text,
+the same errors; and a run through the CLI records itself without importing SQLAlchemy."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headwater.errors import HeadwaterError
+from headwater.metadata import (
+    ArtifactRecord,
+    EventRecord,
+    ExecutionRecord,
+    RunRecord,
+    SqlMetadataStore,
+    open_store,
+)
+from headwater.metadata.lite import SqliteWriter
+
+TABLES = ("pipelines", "runs", "executions", "artifacts", "events", "metrics")
+IR = {"pipelineInfo": {"name": "p"}, "root": {"dag": {"tasks": {}}}, "n": [1, 2.5, None]}
+
+
+def _stores(tmp_path: Path) -> tuple[SqlMetadataStore, SqliteWriter, Path, Path]:
+    paths = []
+    for name in ("sql", "lite"):
+        path = tmp_path / f"{name}.db"
+        open_store(f"sqlite:///{path}").close()
+        paths.append(path)
+    sql = SqlMetadataStore(f"sqlite:///{paths[0]}")
+    lite = SqliteWriter(paths[1], f"sqlite:///{paths[1]}")
+    return sql, lite, paths[0], paths[1]
+
+
+def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with sqlite3.connect(path) as conn:
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in TABLES}
+
+
+def _writes(store: Any) -> list[Any]:
+    """One run's worth of writes, as the recorder makes them; returns what they returned."""
+    out: list[Any] = []
+    weird = {"nan": float("nan"), "inf": [float("-inf")], "path": Path("/x"), "none": None}
+    run = RunRecord(
+        run_id="r1",
+        pipeline="p",
+        pipeline_version="",  # the store digests the IR
+        state="RUNNING",
+        parameters={"n": 3, "s": "é", "weird": weird},
+        pipeline_root="/tmp/root",
+        created_at=100.5,
+        engine_host="host",
+        engine_pid=42,
+    )
+    store.create_run(run, ir=IR)
+    store.create_run(RunRecord("r2", "p", "", "RUNNING", created_at=101.0), ir=IR)  # same version
+    start = ExecutionRecord(run_id="r1", task="a", state="RUNNING", started_at=102.0)
+    out.append(store.record_execution(start))
+    with store.batch():
+        done = ExecutionRecord(
+            run_id="r1",
+            task="a",
+            state="SUCCEEDED",
+            component="comp-a",
+            parent_dag="root",
+            iteration="0",
+            inputs={"x": 1},
+            outputs={"y": weird},
+            cache_key="k1",
+            started_at=102.0,
+            finished_at=103.25,
+            log_path="/logs/a.log",
+            attempts=2,
+            executor="local",
+            worker="w1",
+        )
+        out.append(store.record_execution(done))
+        model = ArtifactRecord(
+            uri="file:///root/a/model",
+            schema_title="system.Model",
+            name="model",
+            digest="d1",
+            size=10,
+            signature="s1",
+            metadata={"framework": "xgboost", "nan": float("nan")},
+            producer=out[-1],
+            created_at=103.5,
+        )
+        out.append(store.record_artifact(model))
+        metrics = ArtifactRecord(uri="file:///root/a/metrics", created_at=104.0)
+        out.append(store.record_artifact(metrics))
+        events = [
+            EventRecord(out[1], out[2], "OUTPUT", "model", 0),
+            EventRecord(out[1], out[3], "OUTPUT", "metrics", 0),
+            EventRecord(out[1], out[2], "OUTPUT", "model", 0),  # again: skipped
+        ]
+        store.record_events(events)
+        store.record_metrics("r1", out[1], out[3], {"acc": 0.9, "loss": float("nan")})
+        store.record_metrics("r1", out[1], out[3], {"acc": 0.95})  # replaces acc only
+    hits = [
+        ExecutionRecord(run_id="r2", task=t, state="CACHED", cached_from=out[1], cache_key="k1")
+        for t in ("a", "b")
+    ]
+    out.append(store.insert_executions(hits))
+    out.append(store.insert_executions([]))
+    store.record_events([EventRecord(out[-2][0], out[2], "INPUT", "model", 1)])
+    # Re-recorded: digest and size kept when not given, producer kept, metadata replaced.
+    again = ArtifactRecord(uri="file:///root/a/model", name="model2", metadata={"v": 2})
+    out.append(store.record_artifact(again))
+    again = ArtifactRecord(uri="file:///root/a/metrics", producer=out[1], digest="d2")
+    out.append(store.record_artifact(again))
+    for ref in ("file:///root/a/model", out[2], str(out[3]), f"a:{out[3]}", "nowhere", 999):
+        found = store.get_artifact(ref)
+        out.append(None if found is None else vars(found))
+    store.finish_run(
+        "r1", state="SUCCEEDED", outputs={"Output": 1.5}, error=None, finished_at=110.0
+    )
+    store.finish_run(
+        "r2", state="FAILED", outputs={}, error={"message": "boom", "n": 1}, finished_at=111.0
+    )
+    return out
+
+
+def test_the_same_writes_make_the_same_rows(tmp_path: Path) -> None:
+    sql, lite, sql_path, lite_path = _stores(tmp_path)
+    returned_sql = _writes(sql)
+    returned_lite = _writes(lite)
+    sql.close()
+    lite.close()
+    assert json.dumps(returned_lite, default=str) == json.dumps(returned_sql, default=str)
+    rows = _rows(sql_path)
+    assert all(rows[t] for t in TABLES), "every table was written"
+    assert _rows(lite_path) == rows
+
+
+ErrorCase = Callable[[Any], object]
+ERRORS: dict[str, ErrorCase] = {
+    "run id taken": lambda s: s.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR),
+    "finish an unknown run": lambda s: s.finish_run(
+        "nope", state="FAILED", outputs={}, error=None, finished_at=1.0
+    ),
+    "execution of an unknown run": lambda s: s.record_execution(
+        ExecutionRecord(run_id="nope", task="t", state="RUNNING")
+    ),
+    "unknown cached_from": lambda s: s.record_execution(
+        ExecutionRecord(run_id="r1", task="t2", state="CACHED", cached_from=999)
+    ),
+    "executions of an unknown run": lambda s: s.insert_executions(
+        [ExecutionRecord(run_id="nope", task="t", state="CACHED")]
+    ),
+    "cache hits with an unknown cached_from": lambda s: s.insert_executions(
+        [ExecutionRecord(run_id="r1", task="t3", state="CACHED", cached_from=999)]
+    ),
+    "unknown producer": lambda s: s.record_artifact(ArtifactRecord(uri="u", producer=999)),
+    "event of an unknown execution": lambda s: s.record_event(EventRecord(999, 1, "INPUT", "x")),
+    "one of events of an unknown execution": lambda s: s.record_events(
+        [EventRecord(999, 1, "INPUT", "x")]
+    ),
+    "events of unknown executions": lambda s: s.record_events(
+        [EventRecord(999, 1, "INPUT", "x"), EventRecord(998, 1, "INPUT", "x")]
+    ),
+    "bad event kind": lambda s: s.record_events([EventRecord(1, 1, "SIDEWAYS", "x")]),  # type: ignore[arg-type]
+    "metrics that are not numbers": lambda s: s.record_metrics("r1", 1, 1, {"a": "x"}),  # type: ignore[dict-item]
+    "metrics of an unknown run": lambda s: s.record_metrics("nope", 1, 1, {"a": 1.0}),
+    "a run without parameters": lambda s: s.create_run(
+        RunRecord("r9", "p", "v", "RUNNING", parameters=None),
+        ir=IR,  # type: ignore[arg-type]
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS.values()), ids=list(ERRORS))
+def test_the_same_errors(tmp_path: Path, case: ErrorCase) -> None:
+    sql, lite, sql_path, lite_path = _stores(tmp_path)
+    said = []
+    for store, path in ((sql, sql_path), (lite, lite_path)):
+        store.create_run(RunRecord("r1", "p", "v", "RUNNING", created_at=1.0), ir=IR)
+        with pytest.raises((HeadwaterError, ValueError)) as caught:
+            case(store)
+        said.append((type(caught.value), str(caught.value).replace(str(path), "DB")))
+        store.close()
+    assert said[1] == said[0]
+    assert _rows(lite_path) == _rows(sql_path)  # nothing half-written
+
+
+def test_a_failed_write_in_a_batch_leaves_nothing(tmp_path: Path) -> None:
+    _, lite, sql_path, lite_path = _stores(tmp_path)
+    with pytest.raises(HeadwaterError), lite.batch():
+        lite.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
+        lite.record_execution(ExecutionRecord(run_id="nope", task="t", state="RUNNING"))
+    lite.close()
+    assert _rows(lite_path) == _rows(sql_path)  # both empty
+
+
+def test_the_first_write_marks_runs_whose_engine_died(tmp_path: Path) -> None:
+    sql, lite, _, lite_path = _stores(tmp_path)
+    url = f"sqlite:///{lite_path}"
+    with SqlMetadataStore(url) as store:
+        host = socket.gethostname()
+        for run_id, pid in (("dead", 0), ("alive", os.getpid()), ("elsewhere", 0)):
+            on = host if run_id != "elsewhere" else "another-host"
+            store.create_run(
+                RunRecord(run_id, "p", "v", "RUNNING", engine_host=on, engine_pid=pid), ir=IR
+            )
+            store.record_execution(ExecutionRecord(run_id=run_id, task="t", state="RUNNING"))
+    lite.create_run(RunRecord("new", "p", "v", "RUNNING"), ir=IR)
+    lite.close()
+    sql.close()
+    with SqlMetadataStore(url) as store:
+        states = {r.run_id: r.state for r in store.list_runs()}
+        assert states == {
+            "dead": "INTERRUPTED",
+            "alive": "RUNNING",
+            "elsewhere": "RUNNING",
+            "new": "RUNNING",
+        }
+        (task,) = store.list_executions("dead")
+        assert task.state == "FAILED" and task.error is not None
+        assert "engine stopped" in task.error["message"]
+        assert store.list_executions("alive")[0].state == "RUNNING"
+
+
+def test_a_run_records_itself_without_sqlalchemy(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    pipeline = tmp_path / "p.py"
+    pipeline.write_text(
+        textwrap.dedent(
+            """
+            from kfp import dsl
+
+            @dsl.component
+            def make(n: int, out: dsl.Output[dsl.Metrics], data: dsl.Output[dsl.Dataset]) -> int:
+                out.log_metric("n", n)
+                with open(data.path, "w") as fh:
+                    fh.write("x" * n)
+                return n + 1
+
+            @dsl.pipeline
+            def p(n: int = 1) -> int:
+                return make(n=n).outputs["Output"]
+            """
+        )
+    )
+    compiled = tmp_path / "p.yaml"
+    env = {**os.environ, "HEADWATER_HOME": str(home)}
+    cli = [sys.executable, "-m", "headwater"]
+    for args in (["compile", str(pipeline), "-o", str(compiled)], ["run", str(compiled)]):
+        done = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr  # the second one creates the store
+    script = (
+        "import sys\n"
+        "from headwater.cli.main import main\n"
+        f"code = main(['run', {str(compiled)!r}, '--no-cache', '--param', 'n=5', '--json'])\n"
+        "print('sqlalchemy' in sys.modules, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "False"
+    run_id = json.loads(done.stdout)["run_id"]
+    with SqlMetadataStore(f"sqlite:///{home / 'metadata.db'}") as store:
+        run = store.get_run(run_id)
+        assert run is not None and run.state == "SUCCEEDED"
+        assert run.outputs == {"Output": 6}
+        assert run.metrics == {"n": 5.0}
+        (execution,) = store.list_executions(run_id)
+        assert execution.state == "SUCCEEDED" and execution.outputs == {"Output": 6}
+        found = {a.schema_title: (e, a) for e, a in store.artifacts_of(execution.id or 0)}
+        assert set(found) == {"system.Metrics", "system.Dataset"}
+        event, data = found["system.Dataset"]
+        assert event.kind == "OUTPUT" and event.slot == "data"
+        assert data.digest and data.size == 5 and data.producer == execution.id
