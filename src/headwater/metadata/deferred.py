@@ -1,22 +1,20 @@
-"""`DeferredSqlStore`: a SQLite store that is opened off the engine's critical path (ADR 8).
+"""`DeferredSqlStore`: a SQLite store that a run uses without SQLAlchemy (ADRs 8 and 16).
 
 Importing SQLAlchemy and opening the store took more CPU than everything else `headwater run`
-does before its first task starts. The engine needs the store for two things only: writes,
-which the recorder already makes on its own thread, and cache lookups, which for a new task
-are nearly always misses. So when the store is a SQLite file that exists and is at the
-newest schema, as the default store is after its first run, the engine gets this wrapper:
+does. A run needs the store for two things only: the recorder's writes, on its own thread,
+and the engine's per-task reads (a cache lookup, the recorded digest of an input artifact).
+So when the store is a SQLite file that exists and is at the newest schema, as the default
+store is after its first run, the engine gets this wrapper:
 
-* the real `SqlMetadataStore` is opened (and runs whose engine died are marked
-  INTERRUPTED) by whichever thread first needs it, normally the recorder's writer thread
-  on its first write, while the engine submits its first tasks;
-* `cached_outputs`, the engine's per-task lookup, first asks SQLite itself (the standard
-  library's `sqlite3`, already imported) whether any SUCCEEDED execution has the key. No row
-  is a miss, answered without SQLAlchemy; a row means a possible hit, which the real store
-  looks up and checks as always;
-* the recorder's writes (the run, its executions, artifacts, events and metrics, and the
-  artifact lookups between them) are made by `lite.SqliteWriter`, also on `sqlite3`
-  (ADR 16), so a run without a cache hit never imports SQLAlchemy at all.
+* the recorder's writes (the run, its executions, artifacts, events and metrics) and their
+  `batch()` are made by `lite.SqliteWriter` on the standard library's `sqlite3`, with the
+  same rows and errors as `SqlMetadataStore` (ADR 16);
+* `cached_outputs` and `get_artifact` read the same rows `SqlMetadataStore` reads, on a
+  connection of their own (WAL: never behind the writer's transaction);
+* everything else opens the real `SqlMetadataStore` on first use (and marks runs whose
+  engine died INTERRUPTED, as the writer also does on its first write).
 
+So a run never imports SQLAlchemy unless something outside a run's path asks for it.
 Anything else (another URL, a missing file, an older or newer schema, any error while
 probing) opens the store at once, as before, so a bad store is still refused before a run
 starts.
@@ -28,8 +26,9 @@ import contextlib
 import sqlite3
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from headwater.metadata.base import (
     SCHEMA_HEAD,
@@ -43,20 +42,20 @@ from headwater.metadata.base import (
     ModelRecord,
     RunRecord,
 )
-from headwater.metadata.lite import SqliteWriter
+from headwater.metadata.lite import SqliteWriter, read_artifact, read_cached
+
+T = TypeVar("T")
 
 #: A SQLite URL with an absolute path and no options: the only kind probed without SQLAlchemy.
 _PREFIX = "sqlite:////"
-# The same rows `SqlMetadataStore.find_cached` chooses among (it orders them and takes one).
-_CANDIDATE = "SELECT 1 FROM executions WHERE cache_key = ? AND state = 'SUCCEEDED' LIMIT 1"
 
 
 class DeferredSqlStore(MetadataStore):
     """A `SqlMetadataStore` for an existing, current SQLite file, opened on first use.
 
     Make one with `DeferredSqlStore.for_url`, which returns None where a deferred open
-    would not be safe. The recorder's writes go to a `SqliteWriter`; every other method
-    but `cached_outputs` waits for the real store.
+    would not be safe. The recorder's writes go to a `SqliteWriter`, `cached_outputs` and
+    `get_artifact` read SQLite directly, and every other method waits for the real store.
     """
 
     def __init__(self, url: str, probe: sqlite3.Connection) -> None:
@@ -88,6 +87,7 @@ class DeferredSqlStore(MetadataStore):
             probe = sqlite3.connect(
                 f"{path.as_uri()}?mode=rw", uri=True, timeout=30, check_same_thread=False
             )
+            probe.isolation_level = None  # reads BEGIN and COMMIT themselves
         except sqlite3.Error:
             return None
         try:
@@ -119,23 +119,28 @@ class DeferredSqlStore(MetadataStore):
     def cached_outputs(
         self, cache_key: str
     ) -> tuple[ExecutionRecord, list[tuple[EventRecord, ArtifactRecord]]] | None:
-        """A miss straight from SQLite when no SUCCEEDED execution has the key; else the
-        real store's lookup."""
+        """The real store's lookup, read from SQLite without SQLAlchemy."""
         if not cache_key:
             return None
-        if not self._maybe_cached(cache_key):
-            return None
-        return self.opened().cached_outputs(cache_key)
+        return self._read(lambda probe: read_cached(probe, cache_key), "cached_outputs", cache_key)
 
-    def _maybe_cached(self, cache_key: str) -> bool:
-        """False only if SQLite says no execution can be a hit; True when unsure."""
+    def get_artifact(self, ref: int | str) -> ArtifactRecord | None:
+        return self._read(lambda probe: read_artifact(probe, ref), "get_artifact", ref)
+
+    def _read(self, read: Callable[[sqlite3.Connection], T], method: str, arg: Any) -> T:
+        """`read` in one transaction on the probe connection: never behind the writer's
+        transaction (WAL). If SQLite fails, the real store's `method(arg)` answers."""
         with self._probe_lock:
-            if self._probe is None:
-                return True
-            try:
-                return bool(self._probe.execute(_CANDIDATE, (cache_key,)).fetchall())
-            except sqlite3.Error:
-                return True
+            if self._probe is not None:
+                try:
+                    self._probe.execute("BEGIN")
+                    try:
+                        return read(self._probe)
+                    finally:
+                        self._probe.execute("COMMIT")
+                except sqlite3.Error:
+                    pass
+        return cast(T, getattr(self.opened(), method)(arg))
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
         """The writer's batch: the recorder's writes all go through it (none through the
@@ -223,9 +228,6 @@ class DeferredSqlStore(MetadataStore):
 
     def record_artifact(self, artifact: ArtifactRecord) -> int:
         return self._writer.record_artifact(artifact)
-
-    def get_artifact(self, ref: int | str) -> ArtifactRecord | None:
-        return self._writer.get_artifact(ref)
 
     def record_event(self, event: EventRecord) -> None:
         self._writer.record_event(event)

@@ -1,9 +1,9 @@
 """`SqliteWriter`: the engine's writes to a SQLite store with the standard library's `sqlite3`.
 
 Importing SQLAlchemy costs more CPU than everything else `headwater run` does (ADR 8, ADR 16).
-A run records through a handful of writes (`MetadataRecorder`), so for a SQLite file that
-exists at the newest schema (`DeferredSqlStore`) they are made here, as plain SQL, and a run
-that finds no cache hit never imports SQLAlchemy.
+A run records through a handful of writes (`MetadataRecorder`) and reads through two
+(`read_cached`, `read_artifact`), so for a SQLite file that exists at the newest schema
+(`DeferredSqlStore`) they are made here, as plain SQL, and a run never imports SQLAlchemy.
 
 Each method does what `SqlMetadataStore`'s method of the same name does, with the same rows,
 the same JSON text (`encoding.json_column`), the same transactions (`BEGIN IMMEDIATE`, WAL,
@@ -15,6 +15,7 @@ through both and compares every row.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import sqlite3
 import threading
@@ -57,6 +58,19 @@ _UPDATE_EXECUTION = (
 )
 _ARTIFACT_COLUMNS = (
     "id, uri, schema_title, name, digest, size, signature, metadata, producer, created_at"
+)
+_EXECUTION_COLUMNS = ("id", "run_id", "task", *_EXECUTION_FIELDS)
+# The rows `SqlMetadataStore.find_cached` reads, in its order.
+_CACHED = (
+    f"SELECT {', '.join(_EXECUTION_COLUMNS)} FROM executions "
+    "WHERE cache_key = ? AND state = 'SUCCEEDED' "
+    "ORDER BY finished_at IS NULL, finished_at DESC, id DESC LIMIT 1"
+)
+_ARTIFACTS_OF = (
+    'SELECT events.kind, events.slot, events."index", '
+    + ", ".join(f"artifacts.{c.strip()}" for c in _ARTIFACT_COLUMNS.split(","))
+    + " FROM events JOIN artifacts ON artifacts.id = events.artifact_id "
+    'WHERE events.execution_id = ? ORDER BY events.kind, events.slot, events."index", events.id'
 )
 
 
@@ -356,29 +370,13 @@ class SqliteWriter:
 
     def get_artifact(self, ref: int | str) -> ArtifactRecord | None:
         """`SqlMetadataStore.get_artifact`."""
-        key = artifact_key(ref)
-        column = "id" if isinstance(key, int) else "uri"
-        row = self._transaction(
-            lambda conn: conn.execute(
-                f"SELECT {_ARTIFACT_COLUMNS} FROM artifacts WHERE {column} = ?", (key,)
-            ).fetchone(),
-            write=False,
-        )
-        if row is None:
-            return None
-        (id_, uri, schema_title, name, digest, size, signature, metadata, producer, created) = row
-        return ArtifactRecord(
-            id=id_,
-            uri=uri,
-            schema_title=schema_title,
-            name=name,
-            digest=digest,
-            size=size,
-            metadata=dict(_json_value(metadata) or {}),
-            producer=producer,
-            created_at=created,
-            signature=signature,
-        )
+        return self._transaction(lambda conn: read_artifact(conn, ref), write=False)
+
+    def cached_outputs(
+        self, cache_key: str
+    ) -> tuple[ExecutionRecord, list[tuple[EventRecord, ArtifactRecord]]] | None:
+        """`SqlMetadataStore.cached_outputs`."""
+        return self._transaction(lambda conn: read_cached(conn, cache_key), write=False)
 
     def record_event(self, event: EventRecord) -> None:
         """`SqlMetadataStore.record_event`."""
@@ -439,6 +437,60 @@ class SqliteWriter:
         self._transaction(write, refers_to=f"run {run_id!r}")
 
 
+# -- reads on any connection (the engine's are made on `DeferredSqlStore`'s probe) -------------
+
+
+def read_artifact(conn: sqlite3.Connection, ref: int | str) -> ArtifactRecord | None:
+    """The artifact `ref` names (an id, "a:<id>" or a URI), as `SqlMetadataStore.get_artifact`."""
+    key = artifact_key(ref)
+    column = "id" if isinstance(key, int) else "uri"
+    row = conn.execute(
+        f"SELECT {_ARTIFACT_COLUMNS} FROM artifacts WHERE {column} = ?", (key,)
+    ).fetchone()
+    return None if row is None else _artifact_record(row)
+
+
+def read_cached(
+    conn: sqlite3.Connection, cache_key: str
+) -> tuple[ExecutionRecord, list[tuple[EventRecord, ArtifactRecord]]] | None:
+    """The newest SUCCEEDED execution with `cache_key` and its events and artifacts, as
+    `SqlMetadataStore.cached_outputs` (call it inside one read transaction)."""
+    if not cache_key:
+        return None
+    row = conn.execute(_CACHED, (cache_key,)).fetchone()
+    if row is None:
+        return None
+    execution = ExecutionRecord(
+        **{
+            name: _json_value(value) if name in _JSON_FIELDS else value
+            for name, value in zip(_EXECUTION_COLUMNS, row, strict=True)
+        }
+    )
+    execution.inputs = dict(execution.inputs or {})
+    execution.outputs = dict(execution.outputs or {})
+    events = []
+    for kind, slot, index, *artifact in conn.execute(_ARTIFACTS_OF, (execution.id,)):
+        record = _artifact_record(tuple(artifact))
+        events.append((EventRecord(execution.id or 0, record.id or 0, kind, slot, index), record))
+    return execution, events
+
+
+def _artifact_record(row: tuple[Any, ...]) -> ArtifactRecord:
+    id_, uri, schema_title, name, digest, size, signature, metadata, producer, created = row
+    return ArtifactRecord(
+        id=id_,
+        uri=uri,
+        schema_title=schema_title,
+        name=name,
+        digest=digest,
+        size=size,
+        metadata=dict(_json_value(metadata) or {}),
+        producer=producer,
+        created_at=created,
+        signature=signature,
+    )
+
+
 def _execution_values(execution: ExecutionRecord) -> tuple[Any, ...]:
     return tuple(
         json_column(getattr(execution, f)) if f in _JSON_FIELDS else getattr(execution, f)
@@ -447,8 +499,6 @@ def _execution_values(execution: ExecutionRecord) -> tuple[Any, ...]:
 
 
 def _json_value(text: Any) -> Any:
-    import json
-
     return None if text is None else json.loads(text)
 
 

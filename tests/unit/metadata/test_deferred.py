@@ -42,14 +42,15 @@ def test_scenario(scenario: Callable[[MetadataStore], object], deferred: Deferre
     scenario(deferred)
 
 
-def test_a_miss_does_not_open_the_store_and_a_hit_does(deferred: DeferredSqlStore) -> None:
+def test_cache_lookups_do_not_open_the_store(deferred: DeferredSqlStore) -> None:
     assert deferred.cached_outputs("nothing-has-this-key") is None
     assert deferred.cached_outputs("") is None
-    assert deferred._real is None
     add_run(deferred, "r")
     found = add_execution(deferred, "r", "t", cache_key="k1")
     hit = deferred.cached_outputs("k1")
     assert hit is not None and hit[0].id == found
+    assert deferred.get_artifact("file:///nowhere") is None
+    assert deferred._real is None
 
 
 @pytest.mark.parametrize("state", ["FAILED", "CACHED", "RUNNING"])

@@ -25,6 +25,7 @@ from headwater.metadata import (
     SqlMetadataStore,
     open_store,
 )
+from headwater.metadata.deferred import DeferredSqlStore
 from headwater.metadata.lite import SqliteWriter
 
 TABLES = ("pipelines", "runs", "executions", "artifacts", "events", "metrics")
@@ -143,6 +144,50 @@ def test_the_same_writes_make_the_same_rows(tmp_path: Path) -> None:
     assert _rows(lite_path) == rows
 
 
+def test_the_same_cache_lookups(tmp_path: Path) -> None:
+    sql, lite, _, lite_path = _stores(tmp_path)
+    url = f"sqlite:///{lite_path}"
+    with SqlMetadataStore(url) as store:
+        for run_id in ("r1", "r2"):
+            store.create_run(RunRecord(run_id, "p", "v", "RUNNING"), ir=IR)
+
+        def add(run_id: str, task: str, state: str, finished: float | None) -> int:
+            execution = ExecutionRecord(
+                run_id=run_id,
+                task=task,
+                state=state,
+                cache_key="k",
+                finished_at=finished,
+                inputs={"x": [1, {"y": None}]},
+                outputs={"o": 2.5},
+                error={"message": "e"} if state == "FAILED" else None,
+            )
+            return store.record_execution(execution)
+
+        add("r1", "never-finished", "SUCCEEDED", None)
+        add("r1", "old", "SUCCEEDED", 10.0)
+        newest = add("r2", "new", "SUCCEEDED", 20.0)
+        add("r2", "later-but-cached", "CACHED", 30.0)
+        add("r2", "later-but-failed", "FAILED", 40.0)
+        for n, slot in enumerate(("b", "a", "a")):
+            art = ArtifactRecord(uri=f"u{n}", metadata={"n": n}, producer=newest, digest="d")
+            artifact = store.record_artifact(art)
+            store.record_event(EventRecord(newest, artifact, "OUTPUT", slot, 2 - n))
+        store.record_event(EventRecord(newest, artifact, "INPUT", "in"))
+        expected = store.cached_outputs("k")
+    assert expected is not None and expected[0].id == newest and len(expected[1]) == 4
+    deferred = DeferredSqlStore.for_url(url)
+    assert deferred is not None
+    for reader in (lite, deferred):
+        assert reader.cached_outputs("k") == expected
+        assert reader.cached_outputs("other") is None
+        assert reader.get_artifact("u1") == next(a for _, a in expected[1] if a.uri == "u1")
+    assert deferred._real is None
+    deferred.close()
+    lite.close()
+    sql.close()
+
+
 ErrorCase = Callable[[Any], object]
 ERRORS: dict[str, ErrorCase] = {
     "run id taken": lambda s: s.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR),
@@ -257,28 +302,34 @@ def test_a_run_records_itself_without_sqlalchemy(tmp_path: Path) -> None:
     for args in (["compile", str(pipeline), "-o", str(compiled)], ["run", str(compiled)]):
         done = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr  # the second one creates the store
+    # The first run writes, the second is a cache hit: neither imports SQLAlchemy.
     script = (
         "import sys\n"
         "from headwater.cli.main import main\n"
-        f"code = main(['run', {str(compiled)!r}, '--no-cache', '--param', 'n=5', '--json'])\n"
+        f"args = ['run', {str(compiled)!r}, '--param', 'n=5', '--json']\n"
+        "codes = [main([*args, '--no-cache']), main(args)]\n"
         "print('sqlalchemy' in sys.modules, file=sys.stderr)\n"
-        "sys.exit(code)\n"
+        "sys.exit(max(codes))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "False"
-    run_id = json.loads(done.stdout)["run_id"]
+    first, second = (json.loads(line)["run_id"] for line in done.stdout.splitlines())
     with SqlMetadataStore(f"sqlite:///{home / 'metadata.db'}") as store:
-        run = store.get_run(run_id)
+        run = store.get_run(first)
         assert run is not None and run.state == "SUCCEEDED"
         assert run.outputs == {"Output": 6}
         assert run.metrics == {"n": 5.0}
-        (execution,) = store.list_executions(run_id)
+        (execution,) = store.list_executions(first)
         assert execution.state == "SUCCEEDED" and execution.outputs == {"Output": 6}
         found = {a.schema_title: (e, a) for e, a in store.artifacts_of(execution.id or 0)}
         assert set(found) == {"system.Metrics", "system.Dataset"}
         event, data = found["system.Dataset"]
         assert event.kind == "OUTPUT" and event.slot == "data"
         assert data.digest and data.size == 5 and data.producer == execution.id
+        (hit,) = store.list_executions(second)
+        assert hit.state == "CACHED" and hit.cached_from == execution.id
+        reused = {a.uri for _, a in store.artifacts_of(hit.id or 0)}
+        assert reused == {a.uri for _, a in found.values()}
