@@ -370,3 +370,45 @@ def test_a_service_a_task_marks_outlives_the_task_and_the_run(
         assert not process_gone(pids["service"]), "the marked service died with its run"
     finally:
         kill_all(pids)
+
+
+def fork_servers_of(home: Path) -> list[int]:
+    """The fork servers still running for a CLI whose HEADWATER_HOME is `home`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        if (
+            b"headwater.executors.forkserver" in cmdline
+            and f"HEADWATER_HOME={home}".encode() in environ
+        ):
+            found.append(int(entry.name))
+    return found
+
+
+@linux_only
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["run", pipeline("runtime_output")], 0),
+        (["run", "missing.yaml"], 2),
+        (["run", pipeline("runtime_output"), "--max-parallel", "many"], 2),
+        (["run", pipeline("runtime_output"), "--executor", "nope"], 2),
+    ],
+    ids=["success", "missing-file", "usage-error", "unknown-executor"],
+)
+def test_no_fork_server_outlives_the_cli(headwater: Cli, args: list[str], code: int) -> None:
+    # The fork server is started before the arguments are parsed; whatever the outcome, it
+    # must be gone when the CLI exits. Not waited for through a pipe of the CLI's: a leaked
+    # server holds the CLI's stderr, so the wait would last until the server had exited too.
+    proc = headwater.popen(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.wait(timeout=headwater.timeout) == code
+        assert fork_servers_of(headwater.home) == []
+    finally:
+        kill_leftovers(proc)

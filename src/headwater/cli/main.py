@@ -20,9 +20,12 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from headwater.errors import HeadwaterError, HeadwaterWarning, ParameterError, UserError
+
+if TYPE_CHECKING:
+    from headwater.executors.prestart import PrestartedServer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: The shell's status for a process killed by SIGPIPE (128 + 13), as `yes | head` leaves it.
@@ -167,7 +170,7 @@ def parse_params(pairs: Sequence[str], declared: dict[str, str]) -> dict[str, An
     return params
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _cmd_run(args: argparse.Namespace, server: PrestartedServer | None) -> int:
     from headwater.cli.progress import ConsoleReporter, log_tail
     from headwater.engine.runner import resume, run_ir
     from headwater.executors.base import Executor
@@ -202,9 +205,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # (Signal handlers belong to the main thread; `main()` called from another has none.)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
-    # The fork server warms up on the other core while this one loads the pipeline; any other
-    # executor is made once the pipeline is known to load (a cluster is not started for nothing).
-    executor: Executor | None = LocalExecutor() if args.executor == "local" else None
+    # The fork server (`server`, if `main` started it) warms up on the other core while this
+    # one loads the pipeline; any other executor is made once the pipeline is known to load
+    # (a cluster is not started for nothing).
+    executor: Executor | None = None
+    if args.executor == "local":
+        executor = LocalExecutor(server=server)
     try:
         if args.resume:
             executor = executor or start(args.executor)
@@ -297,10 +303,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return handler(args)
 
 
-def _dispatch(argv: Sequence[str]) -> int:
+def _dispatch(argv: Sequence[str], server: PrestartedServer | None) -> int:
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     if args.command == "run":
-        return _cmd_run(args)
+        return _cmd_run(args, server)
     if args.command == "compile":
         return _cmd_compile(args)
     if args.command == "secrets":
@@ -333,8 +339,38 @@ def _dispatch(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the process exit code. Never raises, never prints a traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    with _warnings_as_lines():
-        return _main(argv)
+    server = _prestart(argv)
+    try:
+        with _warnings_as_lines():
+            return _main(argv, server)
+    finally:
+        if server is not None:
+            server.close()  # if no executor adopted it: bad input, or another executor
+
+
+def _prestart(argv: Sequence[str]) -> PrestartedServer | None:
+    """Start the local executor's fork server now if `argv` is a run that will use it.
+
+    Its ~0.1 s of warming up then overlaps everything the engine does before the first task.
+    A wrong guess costs a process started and killed unused, never a wrong run: only the
+    `LocalExecutor` of a parsed `run` adopts it.
+    """
+    if not argv or argv[0] != "run":
+        return None
+    rest = argv[1:]
+    for arg, following in zip(rest, [*rest[1:], None], strict=False):
+        if arg in ("-h", "--help"):
+            return None
+        if arg.startswith("--e"):  # --executor, or an abbreviation of it
+            _, equals, value = arg.partition("=")
+            if (value if equals else following) != "local":
+                return None
+    from headwater.executors.prestart import PrestartedServer
+
+    try:
+        return PrestartedServer()
+    except OSError:  # no process to spare: the executor tries again, and says why
+        return None
 
 
 @contextlib.contextmanager
@@ -366,9 +402,9 @@ def _warnings_as_lines() -> Iterator[None]:
         warnings.showwarning = previous
 
 
-def _main(argv: Sequence[str]) -> int:
+def _main(argv: Sequence[str], server: PrestartedServer | None) -> int:
     try:
-        code = _dispatch(argv)
+        code = _dispatch(argv, server)
         # Flushed here, not at exit, so that a reader gone away is seen by the handler below.
         sys.stdout.flush()
         return code

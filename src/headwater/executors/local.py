@@ -12,7 +12,6 @@ import queue
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -26,6 +25,7 @@ from headwater.errors import HeadwaterError, HeadwaterSystemError
 from headwater.executors.base import Executor
 from headwater.executors.launcher import ERROR_FILE
 from headwater.executors.outputs import collect_outputs, output_plan
+from headwater.executors.prestart import PrestartedServer, start_server
 from headwater.spec.placeholders import resolve_args
 from headwater.task import Launch, TaskError, TaskResult
 
@@ -51,23 +51,21 @@ class LocalExecutor(Executor):
     A fresh interpreter importing KFP costs 0.1-1 s; a fork of a warm one costs a millisecond
     or two. Each task is still its own process (and process group), so a crash, a leak or
     `os._exit` in one task cannot touch the engine or another task, and nothing a task starts
-    outlives it. The server starts in the
-    background as soon as the executor is made, while the engine is still loading the pipeline.
+    outlives it. The server starts in the background as soon as the executor is made, while
+    the engine is still loading the pipeline; `headwater run` starts it even earlier, before the
+    engine has imported itself, and the executor adopts it (`server`, see `prestart`).
     """
 
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, *, server: PrestartedServer | None = None) -> None:
         self._host = socket.gethostname()
-        self._base_env = dict(os.environ)
-        env = {**os.environ, "_KFP_RUNTIME": "true"}
-        self._server = subprocess.Popen(
-            [sys.executable, "-m", "headwater.executors.forkserver"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
+        adopted = None if server is None else server.adopt()
+        if adopted is None:
+            self._base_env = dict(os.environ)
+            self._server = start_server(self._base_env)
+        else:
+            self._server, self._base_env = adopted
         if self._server.stdin is None or self._server.stdout is None:  # never, with PIPE
             raise HeadwaterSystemError("the task fork server started without its pipes")
         self._requests: IO[bytes] = self._server.stdin

@@ -1,14 +1,17 @@
-"""The CLI's start: a parser built for the one command given."""
+"""The CLI's start: a parser built for the one command given, and the fork server started
+ahead of a local run and never left behind."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from headwater.cli import main as cli
+from headwater.executors import prestart
 
 COMMANDS = (
     "{run,endpoints,runs,artifacts,lineage,cache,models,secrets,serve,tensorboard,ui,compile}"
@@ -80,3 +83,86 @@ def test_the_run_parser_imports_no_other_command() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == ["headwater.cli.main"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "starts"),
+    [
+        (["run", "p.yaml"], True),
+        (["run", "p.yaml", "--executor", "local", "--no-cache"], True),
+        (["run", "p.yaml", "--executor=local"], True),
+        (["run", "--resume", "abc"], True),
+        (["run", "p.yaml", "--executor", "dask"], False),
+        (["run", "p.yaml", "--executor=dask"], False),
+        (["run", "p.yaml", "--exec", "dask"], False),
+        (["run", "p.yaml", "--executor"], False),
+        (["run", "--help"], False),
+        (["run", "p.yaml", "-h"], False),
+        (["runs", "list"], False),
+        (["--metadata-url", "sqlite://", "run", "p.yaml"], False),
+        ([], False),
+    ],
+    ids=[
+        "run",
+        "executor-local",
+        "executor-equals-local",
+        "resume",
+        "executor-dask",
+        "executor-equals-dask",
+        "abbreviated-executor",
+        "executor-without-value",
+        "run-help",
+        "run-h",
+        "another-command",
+        "option-before-run",
+        "nothing",
+    ],
+)
+def test_the_fork_server_is_started_ahead_only_for_a_local_run(
+    argv: list[str], starts: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+    monkeypatch.setattr(prestart, "PrestartedServer", lambda: made.append("server") or made[-1])
+
+    assert (cli._prestart(argv) is not None) is starts
+    assert len(made) == int(starts)
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
+    """Every fork server `main` starts ahead of its executor."""
+    servers: list[subprocess.Popen[bytes]] = []
+    start = prestart.start_server
+
+    def start_server(base_env: dict[str, str]) -> subprocess.Popen[bytes]:
+        servers.append(start(base_env))
+        return servers[-1]
+
+    monkeypatch.setattr(prestart, "start_server", start_server)
+    return servers
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "{tmp}/missing.yaml"],
+        ["run", "{tmp}/bad.yaml"],
+        ["run", "{tmp}/bad.yaml", "--max-parallel", "many"],
+        ["run", "{tmp}/bad.yaml", "--scheduler", "tcp://nowhere:1"],
+    ],
+    ids=["missing-file", "bad-yaml", "usage-error", "bad-options"],
+)
+def test_bad_input_leaves_no_fork_server_behind(
+    argv: list[str],
+    started: list[subprocess.Popen[bytes]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HEADWATER_HOME", str(tmp_path / "home"))
+    (tmp_path / "bad.yaml").write_text("pipelineInfo: [\n")
+
+    assert cli.main([arg.format(tmp=tmp_path) for arg in argv]) == cli.EXIT_USAGE
+
+    assert len(started) == 1
+    assert started[0].returncode is not None, "the fork server was not reaped"
+    assert started[0].stdin is not None and started[0].stdin.closed

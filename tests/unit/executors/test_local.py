@@ -1,7 +1,9 @@
-"""`LocalExecutor` with its real fork server: failures that happen around a task, not in it."""
+"""`LocalExecutor` with its real fork server: failures that happen around a task, not in it,
+and a server started ahead of the executor (`prestart`)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from headwater.executors import local, prestart
 from headwater.executors.local import LocalExecutor
 from headwater.spec.placeholders import PlaceholderContext
 from headwater.task import Launch, ResourceRequest, TaskResult
@@ -97,3 +100,68 @@ def test_a_container_without_a_command_is_a_spec_error(
     assert result.error is not None
     assert result.error.error_type == "PipelineSpecError"
     assert "no command" in result.error.message
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
+    """Every fork server started from here on, for checks on what became of it."""
+    servers: list[subprocess.Popen[bytes]] = []
+    start = prestart.start_server
+
+    def start_server(base_env: dict[str, str]) -> subprocess.Popen[bytes]:
+        servers.append(start(base_env))
+        return servers[-1]
+
+    monkeypatch.setattr(prestart, "start_server", start_server)
+    monkeypatch.setattr(local, "start_server", start_server)
+    return servers
+
+
+def test_a_prestarted_server_is_adopted_with_the_environment_it_started_with(
+    started: list[subprocess.Popen[bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HEADWATER_TEST_LATE", raising=False)
+    server = prestart.PrestartedServer()
+    monkeypatch.setenv("HEADWATER_TEST_LATE", "set after the server started")
+    adopting = LocalExecutor(server=server)
+    try:
+        server.close()  # adopted: closing leaves it to the executor
+
+        launch = command_launch(tmp_path / "w", ["sh", "-c", "echo $HEADWATER_TEST_LATE"])
+        result = result_of(adopting, launch)
+    finally:
+        adopting.shutdown(kill=True)
+
+    assert len(started) == 1, "the executor started a server of its own"
+    assert result.ok, result.error
+    assert (tmp_path / "w" / "log.txt").read_text() == "set after the server started\n"
+
+
+def test_a_prestarted_server_that_died_is_replaced(
+    started: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    server = prestart.PrestartedServer()
+    started[0].kill()
+    started[0].wait()
+    replacing = LocalExecutor(server=server)
+    try:
+        result = result_of(replacing, command_launch(tmp_path / "w", ["sh", "-c", "echo hi"]))
+    finally:
+        replacing.shutdown(kill=True)
+
+    assert result.ok, result.error
+    assert len(started) == 2
+    assert all(s.returncode is not None for s in started)
+    assert all(s.stdin is not None and s.stdin.closed for s in started)
+
+
+def test_a_prestarted_server_nobody_adopts_is_stopped_and_reaped(
+    started: list[subprocess.Popen[bytes]],
+) -> None:
+    server = prestart.PrestartedServer()
+    server.close()
+    server.close()
+
+    assert started[0].returncode is not None
+    assert started[0].stdin is not None and started[0].stdin.closed
+    assert server.adopt() is None
