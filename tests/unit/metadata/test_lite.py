@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,60 @@ def test_a_run_records_itself_without_sqlalchemy(tmp_path: Path) -> None:
         assert hit.state == "CACHED" and hit.cached_from == execution.id
         reused = {a.uri for _, a in store.artifacts_of(hit.id or 0)}
         assert reused == {a.uri for _, a in found.values()}
+
+
+WRITER = textwrap.dedent(
+    """
+    import json, sys, time
+    from headwater.engine.runner import open_metadata
+    from headwater.metadata.base import ExecutionRecord, RunRecord
+
+    url, n, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    store = open_metadata(url)
+    assert type(store).__name__ == "DeferredSqlStore", type(store)
+    while time.time() < start:  # every writer starts at once
+        time.sleep(0.001)
+    run_id = f"run-{n}"
+    store.create_run(RunRecord(run_id, "p", "v", "RUNNING"), ir={"n": 1})
+    ids = []
+    for i in range(30):
+        with store.batch():
+            execution = ExecutionRecord(run_id, f"task-{i}", "SUCCEEDED", cache_key=f"k{i}")
+            ids.append(store.record_execution(execution))
+    store.finish_run(run_id, state="SUCCEEDED", outputs={}, error=None, finished_at=time.time())
+    print(json.dumps(ids), "sqlalchemy" in sys.modules)
+    """
+)
+
+
+def test_concurrent_runs_each_record_everything(tmp_path: Path) -> None:
+    path = tmp_path / "md.db"
+    url = f"sqlite:///{path}"
+    open_store(url).close()
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    start = time.time() + 2.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), url, str(n), str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
+    ids = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=100)
+        assert proc.returncode == 0, err
+        written, imported = out.split(" ", 1)
+        assert imported.strip() == "False"
+        ids += json.loads(written)
+    assert len(ids) == len(set(ids)) == 120
+    with SqlMetadataStore(url) as store:
+        runs = store.list_runs()
+        assert sorted(r.run_id for r in runs) == [f"run-{n}" for n in range(4)]
+        assert {r.state for r in runs} == {"SUCCEEDED"}
+        assert sorted(e.id or 0 for r in runs for e in store.list_executions(r.run_id)) == sorted(
+            ids
+        )
