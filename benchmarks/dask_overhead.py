@@ -14,8 +14,15 @@ each with these runners:
 * ``local (CLI)`` -- ``python -m headwater run compiled.yaml --json``;
 * ``dask (CLI)``  -- the same with ``--executor dask --scheduler ADDRESS``;
 * ``local (API)`` / ``dask (API)`` -- ``headwater.run(compiled.yaml, executor=..., scheduler=...)``
-  in a fresh interpreter, only the call timed (so connecting to the scheduler is in, the
-  interpreter's start-up and imports are not).
+  in a fresh interpreter, only the call timed (so connecting to the scheduler and importing
+  ``distributed`` are in, the interpreter's start-up and Headwater's imports are not);
+* ``dask (API, own Client)`` -- the same call given a connected ``distributed.Client`` made
+  beforehand, untimed, as in a notebook that already works with Dask;
+* ``plain dask (process)`` / ``plain dask (calls)`` -- the floor: the workload's graph as plain
+  ``Client.submit``/``Client.map`` calls of a Python function on the same cluster (no Headwater,
+  no process per task), timed as a whole process (interpreter, ``import distributed``,
+  connecting) and as the calls alone. Any executor built on the Dask client pays at least this,
+  so ``plain dask / local`` above the target means the target cannot be met on this machine.
 
 The cluster is started by this script as real processes, as a user starts one: ``dask scheduler
 --host 127.0.0.1`` and two ``dask worker ADDRESS --nworkers 1 --nthreads N`` (default N = 2, so
@@ -32,7 +39,7 @@ Target (issue 7): dask within 1.5x of the local executor on the 50-way fan-out (
 Usage::
 
     python benchmarks/dask_overhead.py [--repeat 3] [--chain 20] [--fanout 50]
-        [--fanout-big 500] [--no-big] [--nthreads 2] [--runners cli|api|all]
+        [--fanout-big 500] [--no-big] [--no-floor] [--nthreads 2] [--runners cli|api|all]
         [--markdown] [--json-out FILE] [--strict]
 """
 
@@ -71,7 +78,19 @@ TARGET_FANOUT_RATIO = 1.5
 
 LOCAL_CLI, DASK_CLI = "local (CLI)", "dask (CLI)"
 LOCAL_API, DASK_API = "local (API)", "dask (API)"
-PAIRS = ((LOCAL_CLI, DASK_CLI), (LOCAL_API, DASK_API))
+# `headwater.run(..., scheduler=client)` from a session that already imported `distributed`
+# and holds a connected Client, as a notebook does: only the run is timed.
+DASK_CLIENT = "dask (API, own Client)"
+# The floor: the same task graph as plain Dask calls of a Python function (no Headwater, no
+# process per task), timed as a whole process and as the calls alone.
+FLOOR_CLI, FLOOR_API = "plain dask (process)", "plain dask (calls)"
+PAIRS = (
+    (LOCAL_CLI, DASK_CLI),
+    (LOCAL_API, DASK_API),
+    (LOCAL_API, DASK_CLIENT),
+    (LOCAL_CLI, FLOOR_CLI),
+    (LOCAL_API, FLOOR_API),
+)
 WORKLOAD_ORDER = ("chain", "fanout", "fanout-big")
 
 # Run in a fresh interpreter: one timed `headwater.run`, then one JSON line on stdout.
@@ -83,12 +102,42 @@ from headwater.metadata import open_store
 path, executor, scheduler = sys.argv[1], sys.argv[2], sys.argv[3] or None
 open_store().close()
 options = {"scheduler": scheduler} if executor == "dask" else {}
+if len(sys.argv) > 4:  # a session that already holds a Client (a notebook): not timed
+    from distributed import Client
+
+    options["scheduler"] = Client(scheduler)
 t0 = time.perf_counter()
 run = headwater.run(path, executor=executor, max_parallel=None, **options)
 seconds = time.perf_counter() - t0
 print(json.dumps({"seconds": seconds, "state": run.state, "outputs": run.outputs}, default=repr))
 """
 _INIT_STORE = "from headwater.metadata import open_store; open_store().close()"
+
+# Plain Dask, the graph of a workload: argv is scheduler, workload name, size. One JSON line.
+_FLOOR_SCRIPT = """
+import json, sys, time
+t0 = time.perf_counter()
+from distributed import Client
+
+def inc(x):
+    return x + 1
+
+def total(xs):
+    return sum(xs)
+
+address, name, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with Client(address) as client:
+    t1 = time.perf_counter()
+    if name == "chain":
+        future = client.submit(inc, 0, pure=False)
+        for _ in range(size - 1):
+            future = client.submit(inc, future, pure=False)
+    else:
+        future = client.submit(total, client.map(inc, range(size), pure=False), pure=False)
+    value = future.result()
+    calls = time.perf_counter() - t1
+print(json.dumps({"seconds": calls, "state": "SUCCEEDED", "outputs": {"Output": value}}))
+"""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -212,12 +261,16 @@ def timed_run(
     ir: Path, workload: Workload, runner: str, cluster: Cluster, timeout: float, label: str
 ) -> float:
     """One run in a fresh HEADWATER_HOME; its seconds (whole process for the CLI)."""
-    dask = runner in (DASK_CLI, DASK_API)
+    dask = runner in (DASK_CLI, DASK_API, DASK_CLIENT)
+    whole = runner in (LOCAL_CLI, DASK_CLI, FLOOR_CLI)
     with tempfile.TemporaryDirectory(prefix="hw-bench-dask-") as d:
         work = Path(d)
         env = _env(work / "home")
         subprocess.run([sys.executable, "-c", _INIT_STORE], env=env, check=True)
-        if runner in (LOCAL_CLI, DASK_CLI):
+        if runner in (FLOOR_CLI, FLOOR_API):
+            size = workload.size
+            cmd = [sys.executable, "-c", _FLOOR_SCRIPT, cluster.address, workload.name, str(size)]
+        elif runner in (LOCAL_CLI, DASK_CLI):
             cmd = [sys.executable, "-m", "headwater", "run", str(ir), "--json"]
             if dask:
                 cmd += ["--executor", "dask", "--scheduler", cluster.address]
@@ -225,6 +278,8 @@ def timed_run(
             executor = "dask" if dask else "local"
             scheduler = cluster.address if dask else ""
             cmd = [sys.executable, "-c", _API_SCRIPT, str(ir), executor, scheduler]
+            if runner == DASK_CLIENT:
+                cmd.append("client")
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(
@@ -244,7 +299,7 @@ def timed_run(
                 f"--- stdout ---\n{tail(proc.stdout)}\n--- stderr ---\n{tail(proc.stderr)}"
             )
         _check(_output(doc.get("outputs")), workload, label)
-        return seconds if runner in (LOCAL_CLI, DASK_CLI) else float(doc["seconds"])
+        return seconds if whole else float(doc["seconds"])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -287,14 +342,17 @@ def report(
 
     passed = True
     target_rows = []
-    if ("fanout", LOCAL_CLI) in results and ("fanout", DASK_CLI) in results:
-        ratio = results[("fanout", DASK_CLI)].median / results[("fanout", LOCAL_CLI)].median
-        passed = ratio <= TARGET_FANOUT_RATIO
+    for local, dask in ((LOCAL_CLI, DASK_CLI), (LOCAL_API, DASK_CLIENT)):
+        if ("fanout", local) not in results or ("fanout", dask) not in results:
+            continue
+        ratio = results[("fanout", dask)].median / results[("fanout", local)].median
+        met = ratio <= TARGET_FANOUT_RATIO
+        passed = passed and met
         target_rows.append(
             [
-                f"fanout: {DASK_CLI} <= {TARGET_FANOUT_RATIO}x {LOCAL_CLI}",
+                f"fanout: {dask} <= {TARGET_FANOUT_RATIO}x {local}",
                 f"{ratio:.2f}x",
-                "PASS" if passed else "FAIL",
+                "PASS" if met else "FAIL",
             ]
         )
     parts.append(f"{h}Target")
@@ -324,6 +382,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="all",
         help="CLI (whole process), API (the run call) or both",
     )
+    p.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip plain Dask (the same graph of Python calls, no Headwater): the floor any "
+        "executor on the Dask client pays",
+    )
     p.add_argument("--timeout", type=float, default=900, help="per-run timeout in seconds")
     add_report_options(p, strict_help=f"exit 2 if dask is over {TARGET_FANOUT_RATIO}x on fanout")
     args = p.parse_args(argv)
@@ -344,9 +408,13 @@ def main(argv: list[str]) -> int:
     if not args.no_big:
         big = make_workloads(args.chain, args.fanout_big)["fanout"]
         workloads["fanout-big"] = replace(big, name="fanout-big")
-    runners = {"cli": [LOCAL_CLI, DASK_CLI], "api": [LOCAL_API, DASK_API]}.get(
-        args.runners, [LOCAL_CLI, DASK_CLI, LOCAL_API, DASK_API]
+    runners = {"cli": [LOCAL_CLI, DASK_CLI], "api": [LOCAL_API, DASK_API, DASK_CLIENT]}.get(
+        args.runners, [LOCAL_CLI, DASK_CLI, LOCAL_API, DASK_API, DASK_CLIENT]
     )
+    if not args.no_floor:
+        runners += [FLOOR_CLI] if args.runners == "cli" else [FLOOR_API]
+        if args.runners == "all":
+            runners.insert(-1, FLOOR_CLI)
 
     results: dict[tuple[str, str], Measurement] = {}
     try:
