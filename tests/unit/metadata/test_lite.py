@@ -380,7 +380,7 @@ def test_concurrent_runs_each_record_everything(tmp_path: Path) -> None:
     for proc in procs:
         out, err = proc.communicate(timeout=100)
         assert proc.returncode == 0, err
-        written, imported = out.split(" ", 1)
+        written, imported = out.rsplit(" ", 1)
         assert imported.strip() == "False"
         ids += json.loads(written)
     assert len(ids) == len(set(ids)) == 120
