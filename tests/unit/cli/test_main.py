@@ -128,20 +128,6 @@ def test_the_fork_server_is_started_ahead_only_for_a_local_run(
     assert len(made) == int(starts)
 
 
-@pytest.fixture
-def started(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
-    """Every fork server `main` starts ahead of its executor."""
-    servers: list[subprocess.Popen[bytes]] = []
-    start = prestart.start_server
-
-    def start_server(base_env: dict[str, str]) -> subprocess.Popen[bytes]:
-        servers.append(start(base_env))
-        return servers[-1]
-
-    monkeypatch.setattr(prestart, "start_server", start_server)
-    return servers
-
-
 @pytest.mark.parametrize(
     "argv",
     [

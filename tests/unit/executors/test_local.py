@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from headwater.executors import local, prestart
+from headwater.executors import prestart
 from headwater.executors.local import LocalExecutor
 from headwater.spec.placeholders import PlaceholderContext
 from headwater.task import Launch, ResourceRequest, TaskResult
@@ -100,21 +100,6 @@ def test_a_container_without_a_command_is_a_spec_error(
     assert result.error is not None
     assert result.error.error_type == "PipelineSpecError"
     assert "no command" in result.error.message
-
-
-@pytest.fixture
-def started(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
-    """Every fork server started from here on, for checks on what became of it."""
-    servers: list[subprocess.Popen[bytes]] = []
-    start = prestart.start_server
-
-    def start_server(base_env: dict[str, str]) -> subprocess.Popen[bytes]:
-        servers.append(start(base_env))
-        return servers[-1]
-
-    monkeypatch.setattr(prestart, "start_server", start_server)
-    monkeypatch.setattr(local, "start_server", start_server)
-    return servers
 
 
 def test_a_prestarted_server_is_adopted_with_the_environment_it_started_with(

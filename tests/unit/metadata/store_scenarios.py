@@ -674,10 +674,11 @@ WRITER_SCRIPT = textwrap.dedent(
 )
 
 
-def run_writers(url: str, count: int, tmp_path: Path) -> list[int]:
-    """Start `count` writer processes that open `url` at the same moment; their ids."""
+def run_writers(url: str, count: int, tmp_path: Path, source: str = WRITER_SCRIPT) -> list[int]:
+    """Start `count` writer processes (`source`: argv is url, n, start time; prints a JSON
+    list of ids) that write to `url` from the same moment; their ids."""
     script = tmp_path / "writer.py"
-    script.write_text(WRITER_SCRIPT)
+    script.write_text(source)
     start = time.time() + 2.0
     procs = [
         subprocess.Popen(

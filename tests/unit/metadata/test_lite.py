@@ -10,12 +10,12 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from store_scenarios import run_writers
 
 from headwater.errors import HeadwaterError
 from headwater.metadata import (
@@ -355,39 +355,20 @@ WRITER = textwrap.dedent(
             execution = ExecutionRecord(run_id, f"task-{i}", "SUCCEEDED", cache_key=f"k{i}")
             ids.append(store.record_execution(execution))
     store.finish_run(run_id, state="SUCCEEDED", outputs={}, error=None, finished_at=time.time())
-    print(json.dumps(ids), "sqlalchemy" in sys.modules)
+    assert "sqlalchemy" not in sys.modules
+    print(json.dumps(ids))
     """
 )
 
 
 def test_concurrent_runs_each_record_everything(tmp_path: Path) -> None:
-    path = tmp_path / "md.db"
-    url = f"sqlite:///{path}"
+    url = f"sqlite:///{tmp_path / 'md.db'}"
     open_store(url).close()
-    script = tmp_path / "writer.py"
-    script.write_text(WRITER)
-    start = time.time() + 2.0
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), url, str(n), str(start)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(4)
-    ]
-    ids = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=100)
-        assert proc.returncode == 0, err
-        written, imported = out.rsplit(" ", 1)
-        assert imported.strip() == "False"
-        ids += json.loads(written)
+    ids = run_writers(url, 4, tmp_path, WRITER)
     assert len(ids) == len(set(ids)) == 120
     with SqlMetadataStore(url) as store:
         runs = store.list_runs()
         assert sorted(r.run_id for r in runs) == [f"run-{n}" for n in range(4)]
         assert {r.state for r in runs} == {"SUCCEEDED"}
-        assert sorted(e.id or 0 for r in runs for e in store.list_executions(r.run_id)) == sorted(
-            ids
-        )
+        recorded = [e.id for r in runs for e in store.list_executions(r.run_id)]
+        assert sorted(recorded) == sorted(ids)
