@@ -126,22 +126,22 @@ class SqliteWriter:
                 yield
                 return
             conn = self._connection()
-            self._execute_begin(conn)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._storage_error(exc) from exc
             self._in_batch = True
             try:
                 yield
             except BaseException:
-                self._in_batch = False
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
-            self._in_batch = False
-            conn.execute("COMMIT")
-
-    def _execute_begin(self, conn: sqlite3.Connection) -> None:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise self._storage_error(exc) from exc
+            finally:
+                self._in_batch = False
+            try:
+                _commit(conn)
+            except sqlite3.Error as exc:
+                raise self._storage_error(exc) from exc
 
     def _transaction(
         self, fn: Callable[[sqlite3.Connection], T], *, refers_to: str = "", write: bool = True
@@ -164,9 +164,9 @@ class SqliteWriter:
                     try:
                         result = fn(conn)
                     except BaseException:
-                        conn.execute("ROLLBACK")
+                        _rollback(conn)
                         raise
-                    conn.execute("COMMIT")
+                    _commit(conn)
                     return result
                 except sqlite3.OperationalError as exc:
                     if write and _is_locked(exc) and attempt < _WRITE_ATTEMPTS:
@@ -500,6 +500,24 @@ def _execution_values(execution: ExecutionRecord) -> tuple[Any, ...]:
 
 def _json_value(text: Any) -> Any:
     return None if text is None else json.loads(text)
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    """COMMIT; if that fails, roll back what is left, so the connection is never left inside
+    a transaction (a later BEGIN would fail) and nothing half-written is kept."""
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error:
+        _rollback(conn)
+        raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """ROLLBACK if a transaction is open (SQLite ends some on its own, e.g. when the disk
+    is full); never hides the error that led here."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _first_line(exc: BaseException) -> str:

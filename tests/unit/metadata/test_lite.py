@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from store_scenarios import run_writers
 
-from headwater.errors import HeadwaterError
+from headwater.errors import HeadwaterError, StorageError
 from headwater.metadata import (
     ArtifactRecord,
     EventRecord,
@@ -246,6 +246,27 @@ def test_a_failed_write_in_a_batch_leaves_nothing(tmp_path: Path) -> None:
         lite.record_execution(ExecutionRecord(run_id="nope", task="t", state="RUNNING"))
     lite.close()
     assert _rows(lite_path) == _rows(sql_path)  # both empty
+
+
+def test_a_full_database_fails_a_write_cleanly_and_the_writer_goes_on(tmp_path: Path) -> None:
+    _, lite, _, lite_path = _stores(tmp_path)
+    lite.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
+    conn = lite._connection()
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    conn.execute(f"PRAGMA max_page_count = {pages}")  # no room for one more page: a full disk
+    big = {"blob": "x" * 200_000}
+    with pytest.raises(StorageError, match="full"):
+        lite.create_run(RunRecord("r2", "p", "v2", "RUNNING", parameters=big), ir=IR)
+    with pytest.raises(StorageError, match="full"), lite.batch():
+        lite.record_execution(ExecutionRecord(run_id="r1", task="t", state="RUNNING"))
+        lite.create_run(RunRecord("r3", "p", "v3", "RUNNING", parameters=big), ir=IR)
+    assert not conn.in_transaction
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    lite.create_run(RunRecord("r4", "p", "v4", "RUNNING", parameters=big), ir=IR)
+    lite.close()
+    with SqlMetadataStore(f"sqlite:///{lite_path}") as store:
+        assert sorted(r.run_id for r in store.list_runs()) == ["r1", "r4"]
+        assert store.list_executions("r1") == []  # the failed batch left nothing
 
 
 def test_the_first_write_marks_runs_whose_engine_died(tmp_path: Path) -> None:
