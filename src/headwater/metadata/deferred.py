@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
+from urllib.parse import unquote
 
 from headwater.metadata.base import (
     SCHEMA_HEAD,
@@ -60,7 +61,7 @@ class DeferredSqlStore(MetadataStore):
 
     def __init__(self, url: str, probe: sqlite3.Connection) -> None:
         self.url = url
-        self._writer = SqliteWriter(Path(url[len(_PREFIX) - 1 :]), url)
+        self._writer = SqliteWriter(_path(url), url)
         self._probe: sqlite3.Connection | None = probe
         self._probe_lock = threading.Lock()
         self._open_lock = threading.Lock()
@@ -80,7 +81,7 @@ class DeferredSqlStore(MetadataStore):
         """
         if not url.startswith(_PREFIX) or "?" in url:
             return None
-        path = Path(url[len(_PREFIX) - 1 :])
+        path = _path(url)
         if not path.is_file():
             return None
         try:
@@ -128,19 +129,21 @@ class DeferredSqlStore(MetadataStore):
         return self._read(lambda probe: read_artifact(probe, ref), "get_artifact", ref)
 
     def _read(self, read: Callable[[sqlite3.Connection], T], method: str, arg: Any) -> T:
-        """`read` in one transaction on the probe connection: never behind the writer's
-        transaction (WAL). If SQLite fails, the real store's `method(arg)` answers."""
-        with self._probe_lock:
-            if self._probe is not None:
-                try:
-                    self._probe.execute("BEGIN")
+        """`read` in one transaction on the probe connection, never behind the writer's
+        transaction (WAL); on the thread inside the writer's `batch()` (which must see its
+        own writes), or if the probe fails, the writer's `method(arg)` answers instead."""
+        if not self._writer.batching_here():
+            with self._probe_lock:
+                if self._probe is not None:
                     try:
-                        return read(self._probe)
-                    finally:
-                        self._probe.execute("COMMIT")
-                except sqlite3.Error:
-                    pass
-        return cast(T, getattr(self.opened(), method)(arg))
+                        self._probe.execute("BEGIN")
+                        try:
+                            return read(self._probe)
+                        finally:
+                            self._probe.execute("COMMIT")
+                    except sqlite3.Error:
+                        pass
+        return cast(T, getattr(self._writer, method)(arg))
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
         """The writer's batch: the recorder's writes all go through it (none through the
@@ -281,3 +284,8 @@ class DeferredSqlStore(MetadataStore):
 
     def get_endpoint(self, name: str) -> EndpointRecord | None:
         return self.opened().get_endpoint(name)
+
+
+def _path(url: str) -> Path:
+    """The file a `sqlite:////absolute/path` URL names, percent-decoded as SQLAlchemy does."""
+    return Path(unquote(url[len(_PREFIX) - 1 :]))

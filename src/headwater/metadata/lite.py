@@ -20,7 +20,7 @@ import math
 import sqlite3
 import threading
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from headwater.errors import (
     HeadwaterSystemError,
@@ -29,7 +29,13 @@ from headwater.errors import (
     StorageError,
     UserError,
 )
-from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
+from headwater.metadata.base import (
+    SCHEMA_HEAD,
+    ArtifactRecord,
+    EventRecord,
+    ExecutionRecord,
+    RunRecord,
+)
 from headwater.metadata.encoding import artifact_key, ir_digest, json_column
 from headwater.metadata.reconcile import INTERRUPTED_TASK_ERROR, engine_dead
 
@@ -77,9 +83,10 @@ _ARTIFACTS_OF = (
 class SqliteWriter:
     """The recorder's writes to the SQLite database file `path` (see the module docstring).
 
-    The connection is opened on first use, and runs whose engine died are then marked
-    INTERRUPTED, as opening the store does (`reconcile.mark_dead_runs`). Thread-safe: one
-    thread at a time uses the connection; `batch()` holds it for its block.
+    The connection is opened on first use. It then checks that the schema is still the one
+    this code writes (`SCHEMA_HEAD`), and marks runs whose engine died INTERRUPTED, as opening
+    the store does (`reconcile.mark_dead_runs`). Thread-safe: one thread at a time uses the
+    connection; `batch()` holds it for its block.
     """
 
     def __init__(self, path: Path, url: str) -> None:
@@ -87,8 +94,13 @@ class SqliteWriter:
         self.url = url
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
-        self._in_batch = False
+        self._batch_thread: int | None = None  # the thread inside batch(), if any
+        self._batch_broken = False
         self._runs_seen: set[str] = set()
+
+    def batching_here(self) -> bool:
+        """True on the thread that is inside `batch()`: its reads must see its own writes."""
+        return self._batch_thread == threading.get_ident()
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -96,19 +108,40 @@ class SqliteWriter:
                 conn = sqlite3.connect(
                     f"{self.path.as_uri()}?mode=rw", uri=True, check_same_thread=False
                 )
+            except sqlite3.Error as exc:
+                raise self._open_error(exc) from exc
+            try:
                 conn.isolation_level = None  # we BEGIN ourselves (IMMEDIATE for writes)
                 conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
-            except sqlite3.Error as exc:
-                raise StorageError(
-                    f"cannot open metadata store {self.url!r}: {_first_line(exc)}: "
-                    "check that the path is a writable SQLite database file"
-                ) from exc
+                self._run(conn, self._check_schema, write=False)
+                self._run(conn, self._mark_dead_runs)
+            except BaseException as exc:
+                conn.close()
+                if isinstance(exc, sqlite3.Error):
+                    raise self._open_error(exc) from exc
+                raise
             self._conn = conn
-            self._transaction(self._mark_dead_runs)
         return self._conn
+
+    def _open_error(self, exc: sqlite3.Error) -> StorageError:
+        return StorageError(
+            f"cannot open metadata store {self.url!r}: {_first_line(exc)}: "
+            "check that the path is a writable SQLite database file"
+        )
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        """Refuse a store whose schema changed since it was probed (a newer Headwater
+        migrated it meanwhile): these statements are written for `SCHEMA_HEAD` only."""
+        found = [v for (v,) in conn.execute("SELECT version_num FROM alembic_version")]
+        if found != [SCHEMA_HEAD]:
+            raise StorageError(
+                f"metadata store {self.url!r} has schema {', '.join(found) or 'none'}, not "
+                f"{SCHEMA_HEAD!r}, which this Headwater writes: upgrade headwater, or use "
+                "another metadata URL"
+            )
 
     def close(self) -> None:
         with self._lock:
@@ -122,7 +155,7 @@ class SqliteWriter:
     def batch(self) -> Iterator[None]:
         """Every write of this thread inside the block in one write transaction."""
         with self._lock:
-            if self._in_batch:
+            if self.batching_here():
                 yield
                 return
             conn = self._connection()
@@ -130,17 +163,21 @@ class SqliteWriter:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise self._storage_error(exc) from exc
-            self._in_batch = True
+            self._batch_thread = threading.get_ident()
+            self._batch_broken = False
             try:
                 yield
             except BaseException:
                 _rollback(conn)
                 raise
             finally:
-                self._in_batch = False
+                self._batch_thread = None
             try:
+                if self._batch_broken:  # SQLite ended it after an error the caller caught
+                    raise sqlite3.OperationalError("the transaction was rolled back by SQLite")
                 _commit(conn)
             except sqlite3.Error as exc:
+                _rollback(conn)
                 raise self._storage_error(exc) from exc
 
     def _transaction(
@@ -149,36 +186,62 @@ class SqliteWriter:
         """`fn` in one transaction (or the open batch's); errors as the SQL store's."""
         with self._lock:
             conn = self._connection()
-            if self._in_batch:
+            if not self.batching_here():
+                return self._run(conn, fn, refers_to=refers_to, write=write)
+            if self._batch_broken:
+                raise StorageError(
+                    f"metadata store {self.url!r} failed: an earlier write of this batch ended "
+                    "its transaction, so nothing more of it is written"
+                )
+            try:
+                return fn(conn)
+            except sqlite3.Error as exc:
+                if not conn.in_transaction:  # SQLite rolled the whole batch back
+                    self._batch_broken = True
+                self._raise(exc, refers_to)
+
+    def _run(
+        self,
+        conn: sqlite3.Connection,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        refers_to: str = "",
+        write: bool = True,
+    ) -> T:
+        """`fn` in a transaction of its own on `conn`: locked writes retried, as `connect`."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
-                    return fn(conn)
-                except sqlite3.IntegrityError as exc:
-                    raise self._integrity_error(exc, refers_to) from exc
-                except sqlite3.Error as exc:
-                    raise self._storage_error(exc) from exc
-            attempt = 0
-            while True:
-                attempt += 1
-                try:
-                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                    try:
-                        result = fn(conn)
-                    except BaseException:
-                        _rollback(conn)
-                        raise
-                    _commit(conn)
-                    return result
-                except sqlite3.OperationalError as exc:
-                    if write and _is_locked(exc) and attempt < _WRITE_ATTEMPTS:
-                        time.sleep(0.05 * 4**attempt)
-                        continue
-                    raise self._storage_error(exc) from exc
-                except sqlite3.IntegrityError as exc:
-                    if write and attempt < 2:
-                        continue
-                    raise self._integrity_error(exc, refers_to) from exc
-                except sqlite3.Error as exc:
-                    raise self._storage_error(exc) from exc
+                    result = fn(conn)
+                except BaseException:
+                    _rollback(conn)
+                    raise
+                _commit(conn)
+                return result
+            except sqlite3.OperationalError as exc:
+                if write and _is_locked(exc) and attempt < _WRITE_ATTEMPTS:
+                    time.sleep(0.05 * 4**attempt)
+                    continue
+                self._raise(exc, refers_to)
+            except sqlite3.IntegrityError as exc:
+                if write and attempt < 2:
+                    continue
+                self._raise(exc, refers_to)
+            except sqlite3.Error as exc:
+                self._raise(exc, refers_to)
+
+    def _raise(self, exc: sqlite3.Error, refers_to: str) -> NoReturn:
+        """Raise what `SqlMetadataStore` raises for this driver error: a missing reference
+        is NotFoundError, a failing database StorageError, and a value the driver cannot
+        bind goes through as it is, as there."""
+        if isinstance(exc, sqlite3.IntegrityError):
+            raise self._integrity_error(exc, refers_to) from exc
+        if isinstance(exc, sqlite3.ProgrammingError | sqlite3.InterfaceError):
+            raise exc
+        raise self._storage_error(exc) from exc
 
     def _storage_error(self, exc: sqlite3.Error) -> StorageError:
         return StorageError(

@@ -3,6 +3,7 @@ the same errors; and a run through the CLI records itself without importing SQLA
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -10,7 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +268,81 @@ def test_a_full_database_fails_a_write_cleanly_and_the_writer_goes_on(tmp_path: 
     with SqlMetadataStore(f"sqlite:///{lite_path}") as store:
         assert sorted(r.run_id for r in store.list_runs()) == ["r1", "r4"]
         assert store.list_executions("r1") == []  # the failed batch left nothing
+
+
+def test_a_batch_that_sqlite_ended_writes_nothing_more(tmp_path: Path) -> None:
+    # A full disk makes SQLite end the batch's transaction; a caller that catches the error and
+    # goes on must not get its later writes committed one by one.
+    _, lite, _, lite_path = _stores(tmp_path)
+    lite.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
+    conn = lite._connection()
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    big = RunRecord("big", "p", "v2", "RUNNING", parameters={"x": "y" * 200_000})
+    with pytest.raises(StorageError), lite.batch():
+        with contextlib.suppress(StorageError):
+            lite.create_run(big, ir=IR)
+        lite.finish_run("r1", state="SUCCEEDED", outputs={}, error=None, finished_at=5.0)
+    lite.close()
+    with SqlMetadataStore(f"sqlite:///{lite_path}") as store:
+        run = store.get_run("r1")
+        assert run is not None and run.state == "RUNNING"
+
+
+def test_reads_inside_a_batch_see_its_writes(make_deferred: Callable[[], DeferredSqlStore]) -> None:
+    deferred = make_deferred()
+    with deferred.batch():
+        deferred.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
+        done = ExecutionRecord(run_id="r1", task="t", state="SUCCEEDED", cache_key="k")
+        execution = deferred.record_execution(done)
+        deferred.record_artifact(ArtifactRecord(uri="u", producer=execution, digest="d"))
+        assert deferred.get_artifact("u") is not None
+        hit = deferred.cached_outputs("k")
+        assert hit is not None and hit[0].id == execution
+    assert deferred._real is None
+
+
+def test_a_failing_probe_falls_back_to_the_writer(
+    make_deferred: Callable[[], DeferredSqlStore],
+) -> None:
+    deferred = make_deferred()
+    deferred.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
+    deferred.record_artifact(ArtifactRecord(uri="u", digest="d"))
+    assert deferred._probe is not None
+    deferred._probe.close()  # any error of the probe's: this one is "closed database"
+    found = deferred.get_artifact("u")
+    assert found is not None and found.digest == "d"
+    assert deferred.cached_outputs("k") is None
+    assert deferred._real is None  # answered without SQLAlchemy, and without waiting
+
+
+def test_a_schema_changed_after_the_probe_is_not_written(
+    make_deferred: Callable[[], DeferredSqlStore], tmp_path: Path
+) -> None:
+    deferred = make_deferred()  # probed at the newest schema
+    with sqlite3.connect(tmp_path / "md.db") as conn:  # then a newer Headwater migrates it
+        conn.execute("UPDATE alembic_version SET version_num = '9999_future'")
+    with pytest.raises(StorageError, match="9999_future"):
+        deferred.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
+    with sqlite3.connect(tmp_path / "md.db") as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+@pytest.fixture
+def make_deferred(tmp_path: Path) -> Iterator[Callable[[], DeferredSqlStore]]:
+    made: list[DeferredSqlStore] = []
+
+    def make() -> DeferredSqlStore:
+        url = f"sqlite:///{tmp_path / 'md.db'}"
+        open_store(url).close()
+        store = DeferredSqlStore.for_url(url)
+        assert store is not None
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()
 
 
 def test_the_first_write_marks_runs_whose_engine_died(tmp_path: Path) -> None:
