@@ -3,29 +3,11 @@
 Each check runs in a fresh interpreter, since this test process has already imported kfp.
 """
 
-import json
-import subprocess
-import sys
+from collections.abc import Callable
 
 import pytest
 
 HEAVY = ("torch", "xgboost", "dask", "distributed", "ax", "kfp.client", "kfp_server_api")
-
-
-def imported_after(statement: str, watched: tuple[str, ...]) -> list[str]:
-    """Which of `watched` (packages or dotted modules) a fresh interpreter has after `statement`."""
-    script = (
-        "import json, sys\n"
-        f"{statement}\n"
-        f"watched = {list(watched)!r}\n"
-        "print(json.dumps(sorted(w for w in watched if any("
-        "m == w or m.startswith(w + '.') for m in sys.modules))))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 @pytest.mark.parametrize(
@@ -36,20 +18,24 @@ def imported_after(statement: str, watched: tuple[str, ...]) -> list[str]:
     ],
     ids=["package", "runner-and-cli"],
 )
-def test_core_imports_no_heavy_dependencies(statement: str) -> None:
+def test_core_imports_no_heavy_dependencies(
+    statement: str, imported_after: Callable[..., list[str]]
+) -> None:
     assert imported_after(statement, HEAVY) == []
 
 
-def test_importing_headwater_does_not_import_kfp() -> None:
+def test_importing_headwater_does_not_import_kfp(imported_after: Callable[..., list[str]]) -> None:
     assert imported_after("import headwater", ("kfp", "google.protobuf", "celpy")) == []
 
 
-def test_the_check_sees_imports() -> None:
+def test_the_check_sees_imports(imported_after: Callable[..., list[str]]) -> None:
     # Guard against a check that can never fail: json is certainly imported by the script.
     assert imported_after("import headwater, email.mime", ("email", "json")) == ["email", "json"]
 
 
-def test_run_imports_no_sqlalchemy_or_yaml_before_its_first_task() -> None:
+def test_run_imports_no_sqlalchemy_or_yaml_before_its_first_task(
+    imported_after: Callable[..., list[str]],
+) -> None:
     # What `headwater run` imports before its first task: SQLAlchemy (ADR 8), YAML (read only
     # for a .yaml file), fsspec and asyncio (remote stores) and logging come later if at all.
     statement = (

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -60,36 +59,18 @@ def test_unknown_name_is_an_attribute_error() -> None:
         headwater.no_such_thing  # noqa: B018
 
 
-def test_import_headwater_loads_no_database_or_kfp() -> None:
-    script = (
-        "import json, sys, headwater\n"
-        "heavy = ('sqlalchemy', 'kfp', 'alembic', 'headwater.api', 'headwater.engine')\n"
-        "print(json.dumps(sorted(h for h in heavy if any(m == h or m.startswith(h + '.')"
-        " for m in sys.modules))))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert json.loads(done.stdout) == []
+def test_import_headwater_loads_no_database_or_kfp(
+    imported_after: Callable[..., list[str]],
+) -> None:
+    heavy = ("sqlalchemy", "kfp", "alembic", "headwater.api", "headwater.engine")
+    assert imported_after("import headwater", heavy) == []
 
 
-def test_reading_api_does_not_load_kfp() -> None:
+def test_reading_api_does_not_load_kfp(
+    imported_after: Callable[..., list[str]], tmp_path: Path
+) -> None:
     # list_runs needs SQLAlchemy but neither KFP nor the engine.
-    script = (
-        "import json, os, sys, tempfile, headwater\n"
-        "os.environ['HEADWATER_HOME'] = tempfile.mkdtemp()\n"
-        "assert headwater.list_runs() == []\n"
-        "print(json.dumps(sorted(h for h in ('kfp', 'headwater.engine') if any("
-        "m == h or m.startswith(h + '.') for m in sys.modules))))\n"
-    )
     env = {k: v for k, v in os.environ.items() if k != "HEADWATER_METADATA_URL"}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    env["HEADWATER_HOME"] = str(tmp_path)
+    statement = "import headwater\nassert headwater.list_runs() == []"
+    assert imported_after(statement, ("kfp", "headwater.engine"), env) == []
