@@ -213,7 +213,7 @@ def compare(
 
 
 def gpu_available() -> bool:
-    from headwater.engine.resources import detect_gpus
+    from headwater.machine import detect_gpus
 
     if not detect_gpus():
         return False

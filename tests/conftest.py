@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.engine.resources import detect_gpus
+from headwater.machine import detect_gpus
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

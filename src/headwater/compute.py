@@ -177,7 +177,7 @@ def local_cluster(
         UserError: `gpu=True` on a machine without GPUs or without dask-cuda, or a setting
             Dask refuses.
     """
-    from headwater.engine.resources import detect_gpus, machine_cpus
+    from headwater.machine import detect_gpus, machine_cpus
 
     gpus = detect_gpus()
     want_gpu = bool(gpus) if gpu is None else gpu
@@ -224,7 +224,7 @@ def gpu_workers(client: Any) -> bool:
     def probe() -> bool:
         import importlib.util
 
-        from headwater.engine.resources import detect_gpus
+        from headwater.machine import detect_gpus
 
         return bool(detect_gpus()) and importlib.util.find_spec("cudf") is not None
 

@@ -265,7 +265,7 @@ def _local_gpus(
     wanted = int(-(-float(resources.get("GPU", 0)) // 1))
     if wanted <= 0:
         return []
-    from headwater.engine.resources import detect_gpus
+    from headwater.machine import detect_gpus
 
     gpus = detect_gpus()
     if len(gpus) < wanted * replicas:
@@ -285,7 +285,7 @@ def _run_local(
     resources: dict[str, float],
     say: Callable[[str], None],
 ) -> Any:
-    from headwater.engine.resources import machine_cpus
+    from headwater.machine import machine_cpus
 
     per = threads or max(1, machine_cpus() // replicas)
     gpus = _local_gpus(replicas, resources, say)

@@ -197,7 +197,7 @@ def _threads() -> int:
 
 def _gpu_present(xgb: Any) -> bool:
     """An NVIDIA GPU is visible and this XGBoost can use it."""
-    from headwater.engine.resources import detect_gpus
+    from headwater.machine import detect_gpus
 
     try:
         built_with_cuda = bool(xgb.build_info().get("USE_CUDA"))
