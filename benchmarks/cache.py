@@ -319,6 +319,7 @@ class Probe:
 
 
 def _probe_targets() -> list[tuple[Any, str, str]]:
+    from headwater.api import running
     from headwater.caching.store import StoreTaskCache
     from headwater.engine import runner
     from headwater.engine.loop import EngineLoop
@@ -326,10 +327,11 @@ def _probe_targets() -> list[tuple[Any, str, str]]:
     from headwater.executors import packages
     from headwater.executors.local import LocalExecutor
     from headwater.metadata.sql import SqlMetadataStore
+    from headwater.spec import loader
 
     targets: list[tuple[Any, str, str]] = [
-        (runner, "_local_executor", "start the fork server"),
-        (runner, "load_pipeline", "load and compile the pipeline"),
+        (running, "create_executor", "start the fork server"),
+        (loader, "load_pipeline", "load and compile the pipeline"),
         (packages, "prepare_packages", "check packages_to_install"),
         (runner, "open_metadata", "open the metadata store"),
         (EngineLoop, "run", "engine loop"),
@@ -453,8 +455,8 @@ def whatif_without_recording(func: Any, home: Path, args: argparse.Namespace) ->
 
 
 def machine_info(args: argparse.Namespace) -> dict[str, str]:
-    from headwater.engine.resources import machine_cpus
-    from headwater.engine.runner import default_parallelism
+    from headwater.executors.admission import default_parallelism
+    from headwater.machine import machine_cpus
 
     parallel = args.max_parallel or default_parallelism(machine_cpus())
     return base_machine_info() | {

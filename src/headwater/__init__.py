@@ -26,9 +26,10 @@ __version__ = "0.1.0"
 
 # Public name -> the module that defines it.
 _EXPORTS = {
-    "run": "headwater.engine.runner",
-    "resume": "headwater.engine.runner",
-    "Run": "headwater.engine.runner",
+    "run": "headwater.api.running",
+    "resume": "headwater.api.running",
+    "Run": "headwater.engine.result",
+    "RunOptions": "headwater.engine.options",
     "compile": "headwater.api.compiler",
     "list_runs": "headwater.api.runs",
     "get_run": "headwater.api.runs",
@@ -66,6 +67,7 @@ __all__ = [
     "Run",
     "RunDetails",
     "RunInfo",
+    "RunOptions",
     "TaskDetails",
     "__version__",
     "clear_cache",
@@ -106,6 +108,7 @@ if TYPE_CHECKING:
         promote_model,
         register_model,
     )
+    from headwater.api.running import resume, run
     from headwater.api.runs import (
         DeletedRun,
         RunDetails,
@@ -115,7 +118,8 @@ if TYPE_CHECKING:
         get_run,
         list_runs,
     )
-    from headwater.engine.runner import Run, resume, run
+    from headwater.engine.options import RunOptions
+    from headwater.engine.result import Run
 
 
 def __getattr__(name: str) -> Any:

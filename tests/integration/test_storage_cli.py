@@ -659,7 +659,7 @@ def test_s3_unreachable_endpoint_fails_fast(s3_cli: Cli) -> None:
 API_RUN = """
 import json, sys
 from headwater.engine.hooks import RunHooks
-from headwater.engine.runner import run
+from headwater.api.running import run
 
 class Collect(RunHooks):
     def __init__(self):

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from headwater.errors import HeadwaterError, HeadwaterWarning, ParameterError, UserError
 
 if TYPE_CHECKING:
+    from headwater.engine.hooks import RunHooks
+    from headwater.engine.options import RunOptions
     from headwater.executors.prestart import PrestartedServer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -170,80 +172,65 @@ def parse_params(pairs: Sequence[str], declared: dict[str, str]) -> dict[str, An
     return params
 
 
+def run_options(
+    args: argparse.Namespace, hooks: Sequence[RunHooks], server: PrestartedServer | None
+) -> RunOptions:
+    """The `RunOptions` that `headwater run`'s arguments ask for.
+
+    Raises:
+        UserError: Options that cannot go together.
+    """
+    from headwater.engine.options import RunOptions
+
+    if args.scheduler and args.executor != "dask":
+        raise UserError("--scheduler is for --executor dask: add --executor dask")
+    executor_options: dict[str, Any] = {}
+    if args.executor == "local":
+        executor_options["server"] = server
+    else:
+        executor_options.update(scheduler=args.scheduler, shared_fs=args.shared_fs)
+    return RunOptions.build(
+        executor=args.executor,
+        max_parallel=args.max_parallel,
+        enable_cache=not args.no_cache,
+        pipeline_root=args.pipeline_root,
+        metadata=args.run_metadata_url or args.metadata_url,
+        hooks=list(hooks),
+        install_packages=args.install_packages,
+        strict_resources=args.strict_resources,
+        **executor_options,
+    )
+
+
 def _cmd_run(args: argparse.Namespace, server: PrestartedServer | None) -> int:
+    from headwater.api.running import resume, run
     from headwater.cli.progress import ConsoleReporter, log_tail
-    from headwater.engine.runner import resume, run_ir
-    from headwater.executors.base import Executor
-    from headwater.executors.local import LocalExecutor
-    from headwater.executors.registry import create_executor
-    from headwater.spec.loader import load_pipeline
 
     if args.resume and (args.pipeline or args.param):
         raise UserError("--resume RUN_ID takes no PIPELINE or --param: it reuses the run's own")
     if not args.resume and not args.pipeline:
         raise UserError("headwater run needs a PIPELINE file (or --resume RUN_ID)")
-    if args.scheduler and args.executor != "dask":
-        raise UserError("--scheduler is for --executor dask: add --executor dask")
-    options = {
-        "scheduler": args.scheduler,
-        "shared_fs": args.shared_fs,
-        "install_packages": args.install_packages,
-    }
-
-    def start(name: str) -> Executor:
-        if name == "dask":
-            _quiet_dask()
-        made = create_executor(name, **options)
-        describe = getattr(made, "describe", None)
-        if describe is not None:  # where tasks run (a cluster's dashboard), once the run starts
-            reporter.preamble.append(str(describe()))
-        return made
-
-    metadata = args.run_metadata_url or args.metadata_url
     reporter = ConsoleReporter(sys.stderr, verbose=args.verbose)
+    options = run_options(args, [reporter], server)
+    if args.executor == "dask":
+        _quiet_dask()
     # SIGTERM stops a run as Ctrl-C does: its tasks stopped, the run recorded INTERRUPTED.
     # (Signal handlers belong to the main thread; `main()` called from another has none.)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
-    # The fork server (`server`, if `main` started it) warms up on the other core while this
-    # one loads the pipeline; any other executor is made once the pipeline is known to load
-    # (a cluster is not started for nothing).
-    executor: Executor | None = None
-    if args.executor == "local":
-        executor = LocalExecutor(server=server)
     try:
         if args.resume:
-            executor = executor or start(args.executor)
-            result = resume(
-                args.resume,
-                executor=executor,
-                max_parallel=args.max_parallel,
-                enable_cache=not args.no_cache,
-                metadata=metadata,
-                hooks=[reporter],
-                install_packages=args.install_packages,
-                strict_resources=args.strict_resources,
-            )
+            result = resume(args.resume, options=options)
         else:
+            # Loaded here to parse --param by the declared types. The fork server (`server`,
+            # if `main` started it) warms up on the other core meanwhile; any other executor
+            # is made once the pipeline is known to load (a cluster is not started for nothing).
+            from headwater.spec.loader import load_pipeline
+
             ir = load_pipeline(args.pipeline, pipeline_name=args.pipeline_name)
             declared = {n: p.type for n, p in ir.root.interface.input_parameters.items()}
-            arguments = parse_params(args.param, declared)
-            executor = executor or start(args.executor)
-            result = run_ir(
-                ir,
-                arguments,
-                executor=executor,
-                max_parallel=args.max_parallel,
-                enable_cache=not args.no_cache,
-                pipeline_root=args.pipeline_root,
-                metadata=metadata,
-                hooks=[reporter],
-                install_packages=args.install_packages,
-                strict_resources=args.strict_resources,
-            )
+            result = run(ir, parse_params(args.param, declared), options=options)
     finally:
-        if executor is not None:
-            executor.shutdown(kill=True)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     if result.error is not None:

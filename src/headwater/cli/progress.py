@@ -12,7 +12,7 @@ from headwater.engine.hooks import RunHooks
 from headwater.task import TaskState
 
 if TYPE_CHECKING:
-    from headwater.engine.runner import Run
+    from headwater.engine.result import Run
     from headwater.engine.state import TaskRun
     from headwater.task import Launch
 
@@ -53,8 +53,6 @@ class ConsoleReporter(RunHooks):
         self._started = time.monotonic()
         self._logs: dict[str, _LogFollower] = {}
         self._status_shown = False
-        #: Lines to show when the run starts, after its first line (where its tasks run).
-        self.preamble: list[str] = []
 
     def _write(self, line: str) -> None:
         if self._status_shown:
@@ -66,8 +64,8 @@ class ConsoleReporter(RunHooks):
     def before_run(self, *, run: Run) -> None:
         self._started = time.monotonic()
         self._write(f"headwater: run {run.run_id} of {run.pipeline!r} started")
-        for line in self.preamble:
-            self._write(f"headwater: {line}")
+        if run.where:  # where its tasks run (a cluster's dashboard)
+            self._write(f"headwater: {run.where}")
         self._write(f"headwater: logs in {run.run_dir / 'tasks'}")
 
     def before_task(self, *, run: Run, launch: Launch) -> None:

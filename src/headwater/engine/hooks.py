@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from headwater.engine.runner import Run
+    from headwater.engine.result import Run
     from headwater.engine.state import TaskRun
     from headwater.task import Launch, TaskState
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,6 +76,13 @@ class Run:
     created_at: str = ""
     duration: float = 0.0
     machine: RunStateMachine | None = field(default=None, repr=False)
+    #: Says where its tasks run (the executor's `describe`), asked only when `where` is read.
+    describe: Callable[[], str | None] = field(default=lambda: None, repr=False)
+
+    @property
+    def where(self) -> str | None:
+        """Where its tasks run, when the executor says (a Dask cluster and its dashboard)."""
+        return self.describe()
 
     @property
     def succeeded(self) -> bool:

@@ -1,43 +1,38 @@
-"""Running a pipeline: validate arguments, set up stores, drive the engine loop, report.
+"""Running a loaded pipeline: bind its arguments, set up the stores, drive the engine loop.
 
-`run` / `run_ir` are the Python API behind `headwater run`; `resume` completes a failed or
-interrupted run, reusing every task that succeeded.
+`execute` is the engine behind `headwater.run` and `headwater.resume` (`api/running.py`),
+which load or claim the pipeline and build the `RunOptions` it takes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater import config
 from headwater.caching.base import TaskCache
-from headwater.engine.hooks import RunHooks
 from headwater.engine.loop import EngineLoop
+from headwater.engine.options import RunOptions
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunContext, RunStateMachine
 from headwater.errors import (
-    NotFoundError,
     ParameterError,
     StorageError,
-    UserError,
 )
 from headwater.executors.base import Executor
 from headwater.metadata.base import MetadataStore
 from headwater.spec.ir import PipelineIR
-from headwater.spec.loader import load_pipeline
 from headwater.spec.types import coerce, protojson
 
 if TYPE_CHECKING:
     from headwater.artifacts.base import ArtifactStore
 
-__all__ = ["Run", "TaskInfo", "bind_arguments", "resume", "run", "run_ir"]
+__all__ = ["Run", "TaskInfo", "bind_arguments", "create_executor", "execute", "open_metadata"]
 
 
 def bind_arguments(ir: PipelineIR, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,81 +120,15 @@ def _check_remote_inputs(artifacts: ArtifactStore, inputs: Mapping[str, Any]) ->
                 )
 
 
-def run(
-    pipeline: Any,
-    arguments: Mapping[str, Any] | None = None,
-    *,
-    pipeline_name: str | None = None,
-    executor: str | Executor = "local",
-    max_parallel: int | None = None,
-    cache: TaskCache | None = None,
-    enable_cache: bool = True,
-    pipeline_root: str | None = None,
-    metadata: MetadataStore | str | None = None,
-    hooks: Sequence[RunHooks] = (),
-    install_packages: bool = False,
-    strict_resources: bool = False,
-    scheduler: Any = None,
-    shared_fs: bool = False,
-) -> Run:
-    """Run a KFP pipeline to completion and return the finished `Run`.
+def create_executor(options: RunOptions) -> Executor:
+    """The executor that `options` names, made for one run (which shuts it down after)."""
+    from headwater.executors.registry import create_executor as create
 
-    Args:
-        pipeline: A `@dsl.pipeline` object, or a path to a .py file or compiled IR.
-        arguments: Pipeline parameters by name (and input artifacts as URIs).
-        pipeline_name: Which pipeline of a .py file that defines several.
-        executor: An executor's name ("local", "dask", or one registered under the
-            `headwater.executors` entry point group), or an `Executor` instance (kept running
-            after the run).
-        max_parallel: Most tasks at once (default: twice the CPU count).
-        cache: How to find earlier results (default: by content in the metadata store).
-        enable_cache: False runs every task even if the cache has it (`--no-cache`).
-        pipeline_root: Artifact root, a directory or an fsspec URL such as `s3://bucket/x`
-            (default `$HEADWATER_PIPELINE_ROOT`, else `$HEADWATER_HOME/artifacts`).
-        metadata: A `MetadataStore` or SQLAlchemy URL (default `$HEADWATER_METADATA_URL`,
-            else SQLite at `$HEADWATER_HOME/metadata.db`).
-        hooks: Observers of the run's lifecycle.
-        install_packages: Install missing `packages_to_install` into cached environments.
-        strict_resources: Fail a task that asks for more CPU, memory or accelerators than
-            this machine has, instead of running it with what there is (after a warning).
-        scheduler: For `executor="dask"`: the scheduler's address or a `distributed.Client`
-            (default `$HEADWATER_DASK_SCHEDULER`, else a LocalCluster for the run).
-        shared_fs: For executors on other hosts: every worker sees the local pipeline root
-            at the same path (an NFS mount, say), so a local root is allowed.
-
-    Returns:
-        The finished run; `run.state` is "SUCCEEDED" or "FAILED".
-
-    Raises:
-        UserError: The pipeline, its arguments or a store setting is invalid (nothing ran).
-    """
-    with contextlib.ExitStack() as stack:
-        if executor == "local":
-            # Started first: its fork server warms up while the pipeline loads.
-            executor = stack.enter_context(_create("local"))
-        ir = load_pipeline(pipeline, pipeline_name=pipeline_name)
-        return run_ir(
-            ir,
-            arguments or {},
-            executor=executor,
-            max_parallel=max_parallel,
-            cache=cache,
-            enable_cache=enable_cache,
-            pipeline_root=pipeline_root,
-            metadata=metadata,
-            hooks=hooks,
-            install_packages=install_packages,
-            strict_resources=strict_resources,
-            scheduler=scheduler,
-            shared_fs=shared_fs,
-        )
-
-
-def _create(name: str, **options: Any) -> Executor:
-    """The executor called `name`, made for one run (which shuts it down after)."""
-    from headwater.executors.registry import create_executor
-
-    return create_executor(name, **options)
+    if not isinstance(options.executor, str):
+        raise TypeError("create_executor needs an executor given by name")
+    return create(
+        options.executor, install_packages=options.install_packages, **options.executor_options
+    )
 
 
 def open_metadata(metadata: MetadataStore | str | None) -> MetadataStore:
@@ -221,27 +150,20 @@ def open_metadata(metadata: MetadataStore | str | None) -> MetadataStore:
     return store
 
 
-def run_ir(
+def execute(
     ir: PipelineIR,
     arguments: Mapping[str, Any],
+    options: RunOptions,
     *,
-    executor: str | Executor = "local",
-    max_parallel: int | None = None,
-    cache: TaskCache | None = None,
-    enable_cache: bool = True,
-    pipeline_root: str | None = None,
-    metadata: MetadataStore | str | None = None,
-    hooks: Sequence[RunHooks] = (),
-    install_packages: bool = False,
-    strict_resources: bool = False,
     run_id: str | None = None,
-    scheduler: Any = None,
-    shared_fs: bool = False,
 ) -> Run:
-    """`run` for an already loaded pipeline.
+    """Run a loaded pipeline to completion: the engine behind `headwater.run` and `resume`.
 
-    With `run_id`, resume that run, which the caller has claimed (`resume` does). An executor
-    given by name is made for this run and shut down after it; one given as an instance is not.
+    With `run_id`, resume that run, which the caller has claimed. An executor given by name
+    is made for this run and shut down after it; one given as an instance is not.
+
+    Raises:
+        UserError: The arguments, the options or a store setting is invalid (nothing ran).
     """
     from headwater.artifacts import store_for
     from headwater.caching.resume import ResumeCache
@@ -249,29 +171,24 @@ def run_ir(
     from headwater.engine.recorder import MetadataRecorder
     from headwater.executors.packages import prepare_packages
 
+    options.check()
+    metadata, hooks = options.metadata, options.hooks
     with contextlib.ExitStack() as stack:
         backend = (
-            executor
-            if isinstance(executor, Executor)
-            else stack.enter_context(
-                _create(
-                    executor,
-                    scheduler=scheduler,
-                    shared_fs=shared_fs,
-                    install_packages=install_packages,
-                )
-            )
+            options.executor
+            if isinstance(options.executor, Executor)
+            else stack.enter_context(create_executor(options))
         )
 
         bound = bind_arguments(ir, arguments)
         input_artifacts = _artifact_arguments(ir, arguments)
         # Where tasks run elsewhere, their packages are resolved there (see the executor).
         python_path = (
-            () if backend.resolves_packages else prepare_packages(ir, install=install_packages)
+            ()
+            if backend.resolves_packages
+            else prepare_packages(ir, install=options.install_packages)
         )
-        if max_parallel is not None and max_parallel < 1:
-            raise UserError(f"--max-parallel must be at least 1, got {max_parallel}")
-        root = pipeline_root or config.pipeline_root()
+        root = options.pipeline_root or config.pipeline_root()
         artifacts = store_for(root)
         artifacts.check()
         backend.check_root(artifacts.root)
@@ -301,9 +218,10 @@ def run_ir(
             artifacts.root,
             created_at=context.create_time_utc,
             machine=machine,
+            describe=backend.describe,
         )
-        pool = backend.admission(max_parallel=max_parallel, strict=strict_resources)
-        task_cache: TaskCache = cache or StoreTaskCache(store, artifacts)
+        pool = backend.admission(max_parallel=options.max_parallel, strict=options.strict_resources)
+        task_cache: TaskCache = options.cache or StoreTaskCache(store, artifacts)
         if resuming:
             task_cache = ResumeCache(store, artifacts, run_id, task_cache)
         loop = EngineLoop(
@@ -311,7 +229,7 @@ def run_ir(
             backend,
             pool,
             task_cache,
-            enable_cache,
+            options.enable_cache,
             [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming, hooks=hooks), *hooks],
             result,
             resume=resuming,
@@ -342,63 +260,3 @@ def _make_run_dir(run_dir: Path) -> None:
             f"cannot create the run folder {str(run_dir)!r}: {exc.strerror or exc}: make "
             f"{str(run_dir.parent)!r} writable, or set HEADWATER_HOME to a writable directory"
         ) from exc
-
-
-def resume(
-    run_id: str,
-    *,
-    executor: str | Executor = "local",
-    max_parallel: int | None = None,
-    enable_cache: bool = True,
-    metadata: MetadataStore | str | None = None,
-    hooks: Sequence[RunHooks] = (),
-    install_packages: bool = False,
-    strict_resources: bool = False,
-    scheduler: Any = None,
-    shared_fs: bool = False,
-) -> Run:
-    """Complete a failed or interrupted run, reusing every task that succeeded in it.
-
-    The run is claimed in the store first, atomically (`MetadataStore.claim_run`): of several
-    engines resuming one run at once exactly one runs it; the others raise RunClaimedError.
-
-    Raises:
-        NotFoundError: No run with that id.
-        RunClaimedError: Another engine is running it (the message names it as pid@host).
-        UserError: The run succeeded already.
-    """
-    from headwater.spec.ir import parse_pipeline
-
-    store = open_metadata(metadata)
-    record = store.get_run(run_id)
-    if record is None:
-        raise NotFoundError(f"no run {run_id!r}: see `headwater runs list`")
-    doc = store.get_pipeline_ir(record.run_id)
-    if doc is None:
-        raise NotFoundError(f"run {record.run_id} has no recorded pipeline to resume")
-    host, pid = socket.gethostname(), os.getpid()
-    store.claim_run(record.run_id, engine_host=host, engine_pid=pid)
-    try:
-        return run_ir(
-            parse_pipeline(doc),
-            record.parameters,
-            executor=executor,
-            max_parallel=max_parallel,
-            enable_cache=enable_cache,
-            pipeline_root=record.pipeline_root,
-            metadata=store,
-            hooks=hooks,
-            install_packages=install_packages,
-            strict_resources=strict_resources,
-            run_id=record.run_id,
-            scheduler=scheduler,
-            shared_fs=shared_fs,
-        )
-    except BaseException:
-        # Stopped before the engine recorded an end (bad setup, Ctrl-C): give the run back,
-        # resumable. A no-op once the run is finished or held by another engine.
-        with contextlib.suppress(Exception):
-            store.mark_interrupted(
-                record.run_id, finished_at=time.time(), engine_host=host, engine_pid=pid
-            )
-        raise

@@ -87,9 +87,13 @@ class Executor(abc.ABC):
             max_parallel: Most tasks at once (`--max-parallel`); None for the default.
             strict: Refuse requests larger than what the tasks can have (`--strict-resources`).
         """
-        from headwater.engine.resources import machine_pool
+        from headwater.executors.admission import machine_pool
 
         return machine_pool(max_parallel=max_parallel, strict=strict)
+
+    def describe(self) -> str | None:
+        """One line on where tasks run (a cluster and its dashboard), or None to say nothing."""
+        return None
 
     def check_root(self, root: str) -> None:
         """Refuse (raise UserError) a pipeline root the tasks cannot reach; by default, none."""

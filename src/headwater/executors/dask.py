@@ -83,7 +83,6 @@ class DaskExecutor(Executor):
         *,
         shared_fs: bool = False,
         install_packages: bool = False,
-        **_: Any,
     ) -> None:
         distributed = _distributed()
         self._shared_fs = shared_fs
@@ -551,7 +550,7 @@ def _local_cluster() -> Any:
     """
     import dask
 
-    from headwater.engine.resources import detect_gpus, machine_cpus, machine_memory
+    from headwater.machine import detect_gpus, machine_cpus, machine_memory
 
     cpus = machine_cpus()
     gpus = detect_gpus()

@@ -25,7 +25,8 @@ def load_pipeline(source: Any, *, pipeline_name: str | None = None) -> PipelineI
 
     Args:
         source: A path to a `.py` file defining `@dsl.pipeline` functions or to a compiled
-            IR file (`.yaml`, `.yml`, `.json`); or a `@dsl.pipeline` object itself.
+            IR file (`.yaml`, `.yml`, `.json`); or a `@dsl.pipeline` object itself; or a
+            `PipelineIR` already loaded (returned as it is).
         pipeline_name: Which pipeline to take when a `.py` file defines several (the pipeline's
             name as compiled, or the Python variable name). Without it, a file whose other
             pipelines are all nested inside one outermost pipeline runs that one.
@@ -34,6 +35,8 @@ def load_pipeline(source: Any, *, pipeline_name: str | None = None) -> PipelineI
         PipelineLoadError: The file is missing, unreadable, or has no / several pipelines.
         PipelineSpecError: The IR is not a valid PipelineSpec.
     """
+    if isinstance(source, PipelineIR):
+        return source
     if isinstance(source, str | Path):
         path = Path(source)
         if not path.exists():

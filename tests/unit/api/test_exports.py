@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 import headwater
-from headwater.api import artifacts, cache, compiler, endpoints, lineage, models, runs
-from headwater.engine import runner
+from headwater.api import artifacts, cache, compiler, endpoints, lineage, models, running, runs
+from headwater.engine import options, result
 
 EXPORTED = {
-    "run": runner,
-    "resume": runner,
-    "Run": runner,
+    "run": running,
+    "resume": running,
+    "Run": result,
+    "RunOptions": options,
     "compile": compiler,
     "list_runs": runs,
     "get_run": runs,

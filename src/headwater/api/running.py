@@ -1,0 +1,112 @@
+"""`run` and `resume`: run a pipeline to completion, or complete a failed or interrupted run.
+
+Both take a `RunOptions` (`options=`) and/or its fields as keywords; a keyword that is not a
+run option is an option of the executor (`scheduler=` for "dask"). The engine
+(`engine.runner.execute`) does the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from headwater.engine.options import RunOptions
+from headwater.engine.result import Run
+from headwater.engine.runner import create_executor, execute, open_metadata
+from headwater.errors import NotFoundError
+
+__all__ = ["Run", "RunOptions", "resume", "run"]
+
+
+def run(
+    pipeline: Any,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    pipeline_name: str | None = None,
+    options: RunOptions | None = None,
+    **settings: Any,
+) -> Run:
+    """Run a KFP pipeline to completion and return the finished `Run`.
+
+    Example::
+
+        run = headwater.run("pipeline.py", {"n": 3}, executor="dask", max_parallel=8)
+
+    Args:
+        pipeline: A `@dsl.pipeline` object, a path to a .py file or compiled IR, or a loaded
+            `PipelineIR`.
+        arguments: Pipeline parameters by name (and input artifacts as URIs).
+        pipeline_name: Which pipeline of a .py file that defines several.
+        options: How to run it (`RunOptions`; default: all defaults).
+        **settings: Fields of `RunOptions` to set (`executor`, `max_parallel`, `cache`,
+            `enable_cache`, `pipeline_root`, `metadata`, `hooks`, `install_packages`,
+            `strict_resources`), and options of an executor given by name (for "dask":
+            `scheduler`, an address or a `distributed.Client`, and `shared_fs`).
+
+    Returns:
+        The finished run; `run.state` is "SUCCEEDED" or "FAILED".
+
+    Raises:
+        UserError: The pipeline, its arguments, an option or a store setting is invalid
+            (nothing ran).
+    """
+    from headwater.spec.loader import load_pipeline
+
+    opts = RunOptions.build(options, **settings)
+    with contextlib.ExitStack() as stack:
+        if opts.executor == "local":
+            # Started first: its fork server warms up while the pipeline loads.
+            opts = dataclasses.replace(
+                opts, executor=stack.enter_context(create_executor(opts)), executor_options={}
+            )
+        ir = load_pipeline(pipeline, pipeline_name=pipeline_name)
+        return execute(ir, arguments or {}, opts)
+
+
+def resume(run_id: str, *, options: RunOptions | None = None, **settings: Any) -> Run:
+    """Complete a failed or interrupted run, reusing every task that succeeded in it.
+
+    The run is claimed in the store first, atomically (`MetadataStore.claim_run`): of several
+    engines resuming one run at once exactly one runs it; the others raise RunClaimedError.
+    The run's own pipeline, arguments and pipeline root are reused; `options` and `settings`
+    are as for `run` (`pipeline_root` and `cache` are ignored).
+
+    Raises:
+        NotFoundError: No run with that id.
+        RunClaimedError: Another engine is running it (the message names it as pid@host).
+        UserError: The run succeeded already, or an option is invalid.
+    """
+    from headwater.spec.ir import parse_pipeline
+
+    opts = RunOptions.build(options, **settings)
+    store = open_metadata(opts.metadata)
+    record = store.get_run(run_id)
+    if record is None:
+        raise NotFoundError(f"no run {run_id!r}: see `headwater runs list`")
+    doc = store.get_pipeline_ir(record.run_id)
+    if doc is None:
+        raise NotFoundError(f"run {record.run_id} has no recorded pipeline to resume")
+    host, pid = socket.gethostname(), os.getpid()
+    store.claim_run(record.run_id, engine_host=host, engine_pid=pid)
+    try:
+        return execute(
+            parse_pipeline(doc),
+            record.parameters,
+            dataclasses.replace(
+                opts, pipeline_root=record.pipeline_root, metadata=store, cache=None
+            ),
+            run_id=record.run_id,
+        )
+    except BaseException:
+        # Stopped before the engine recorded an end (bad setup, Ctrl-C): give the run back,
+        # resumable. A no-op once the run is finished or held by another engine.
+        with contextlib.suppress(Exception):
+            store.mark_interrupted(
+                record.run_id, finished_at=time.time(), engine_host=host, engine_pid=pid
+            )
+        raise
