@@ -33,15 +33,23 @@ mount is the exception, as in KFP: it fails without a volume name.
 
 from __future__ import annotations
 
-import posixpath
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwater.errors import HeadwaterError, PlatformError, UserError
+from headwater.errors import PlatformError
+from headwater.platform.fields import (
+    as_mapping,
+    env_name_of,
+    list_of,
+    missing_message,
+    mount_path_of,
+    name_selector,
+    resolve_name,
+    resolves_to_null,
+)
 from headwater.platform.pod import (
     FIELD_PATHS,
     EnvFile,
@@ -86,7 +94,6 @@ _IGNORED_INPUTS = {
     "tolerations": "tolerationJson",
     "imagePullSecret": "secretNameParameter",
 }
-_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
 
 
 @dataclass(frozen=True)
@@ -206,7 +213,7 @@ class ExecutorSettings:
         env_files = []
         for src in self.env_sources:
             store = stores[src.kind]
-            resolved = _resolve(src.name, resolve, src.kind)
+            resolved = resolve_name(src.name, resolve, src.kind)
             if resolved is None:
                 continue
             name = check_name(resolved, src.kind)
@@ -214,7 +221,7 @@ class ExecutorSettings:
             for key, variable in src.keys:
                 path = store.path(name) / key
                 if not src.optional and not path.is_file():
-                    raise PlatformError(_missing(store, name, key, f"${variable}"))
+                    raise PlatformError(missing_message(store, name, key, f"${variable}"))
                 what = f"key {key!r} of {src.kind} {name!r}"
                 env_files.append(EnvFile(variable, str(path), src.optional, what))
         return env_files
@@ -224,7 +231,7 @@ class ExecutorSettings:
         null = {
             setting
             for setting, selectors in self.ignored_inputs
-            if all(_is_null(selector, resolve) for selector in selectors)
+            if all(resolves_to_null(selector, resolve) for selector in selectors)
         }
         return [setting for setting in self.ignored if setting not in null]
 
@@ -242,7 +249,7 @@ class ExecutorSettings:
         map; a required secret or a volume must exist now."""
         if vol.kind in stores:
             store = stores[vol.kind]
-            resolved = _resolve(vol.name or {}, resolve, vol.kind)
+            resolved = resolve_name(vol.name or {}, resolve, vol.kind)
             if resolved is None:
                 return None
             name = check_name(resolved, vol.kind)
@@ -252,10 +259,12 @@ class ExecutorSettings:
                 return Mount(vol.mount_path, str(store.path(name)), True, what)
             if vol.optional:  # Kubernetes mounts an empty volume for a missing optional one
                 return Mount(vol.mount_path, "", True, f"{what} (absent, optional)")
-            raise PlatformError(_missing(store, name, None, f"the volume at {vol.mount_path}"))
+            raise PlatformError(
+                missing_message(store, name, None, f"the volume at {vol.mount_path}")
+            )
         if vol.kind == "volume":
             selector = vol.name or {}
-            resolved = _resolve(selector, resolve, "volume")
+            resolved = resolve_name(selector, resolve, "volume")
             if resolved is None:  # as KFP's driver, which skips no PVC mount (makeVolumeMountPatch)
                 given_by = selector.get("componentInputParameter")
                 source = f"input {given_by!r}" if given_by else "a task output"
@@ -306,12 +315,12 @@ def parse_settings(
         image = str((executor.get("container") or {}).get("image", ""))
         if image in OPERATIONS:
             result[label] = ExecutorSettings(label, operation=OPERATIONS[image])
-    kubernetes = _mapping(platform.get("kubernetes"), "platforms.kubernetes")
-    deployment = _mapping(kubernetes.get("deploymentSpec"), "kubernetes.deploymentSpec")
+    kubernetes = as_mapping(platform.get("kubernetes"), "platforms.kubernetes")
+    deployment = as_mapping(kubernetes.get("deploymentSpec"), "kubernetes.deploymentSpec")
     where = "kubernetes.deploymentSpec.executors"
-    for label, config in _mapping(deployment.get("executors"), where).items():
+    for label, config in as_mapping(deployment.get("executors"), where).items():
         if label not in result:
-            result[label] = _executor(label, _mapping(config, f"{where}.{label}"))
+            result[label] = _executor(label, as_mapping(config, f"{where}.{label}"))
     return result
 
 
@@ -323,30 +332,30 @@ def _executor(label: str, config: Mapping[str, Any]) -> ExecutorSettings:
         (SECRET, "secretAsEnv", "secretAsVolume", "secretName", "secretKey"),
         (CONFIG_MAP, "configMapAsEnv", "configMapAsVolume", "configMapName", "configMapKey"),
     ):
-        for item in _items(config, env_key, at):
+        for item in list_of(config, env_key, at):
             keys = tuple(
-                (check_key(str(m.get(key_key, "")), kind), _env_name(m.get("envVar"), at))
-                for m in _items(item, "keyToEnv", at)
+                (check_key(str(m.get(key_key, "")), kind), env_name_of(m.get("envVar"), at))
+                for m in list_of(item, "keyToEnv", at)
             )
-            name = _selector(item, name_key, kind, at)
+            name = name_selector(item, name_key, kind, at)
             env_sources.append(EnvSource(kind, name, keys, bool(item.get("optional", False))))
-        for item in _items(config, vol_key, at):
-            name = _selector(item, name_key, kind, at)
-            path = _mount_path(item, at)
+        for item in list_of(config, vol_key, at):
+            name = name_selector(item, name_key, kind, at)
+            path = mount_path_of(item, at)
             volumes.append(VolumeSource(kind, path, name, bool(item.get("optional", False))))
-    for item in _items(config, "pvcMount", at):
-        name = _selector(item, "", "volume", at)
+    for item in list_of(config, "pvcMount", at):
+        name = name_selector(item, "", "volume", at)
         sub_path = str(item.get("subPath") or "")
         if sub_path.startswith("/") or ".." in sub_path.split("/"):
             raise PlatformError(f"{at}: subPath {sub_path!r} must be relative, without '..'")
-        volumes.append(VolumeSource("volume", _mount_path(item, at), name, sub_path=sub_path))
+        volumes.append(VolumeSource("volume", mount_path_of(item, at), name, sub_path=sub_path))
     for key, memory_key in (("emptyDirMounts", "medium"), ("genericEphemeralVolume", "")):
-        for item in _items(config, key, at):
+        for item in list_of(config, key, at):
             medium = str(item.get(memory_key, "")) if memory_key else ""
             volumes.append(
                 VolumeSource(
                     "scratch",
-                    _mount_path(item, at),
+                    mount_path_of(item, at),
                     memory=medium == "Memory",
                     size=str(item.get("sizeLimit") or ""),
                     scratch=str(item.get("volumeName") or f"scratch-{len(volumes)}"),
@@ -357,7 +366,7 @@ def _executor(label: str, config: Mapping[str, Any]) -> ExecutorSettings:
     if repeated:
         raise PlatformError(f"{at}: mount path {repeated[0]!r} is used by more than one volume")
     field_paths = []
-    for item in _items(config, "fieldPathAsEnv", at):
+    for item in list_of(config, "fieldPathAsEnv", at):
         path = str(item.get("fieldPath", ""))
         if not is_field_path(path):
             known = ", ".join(sorted(FIELD_PATHS))
@@ -365,8 +374,8 @@ def _executor(label: str, config: Mapping[str, Any]) -> ExecutorSettings:
                 f"{at}: field path {path!r} is not one Kubernetes exposes as an environment "
                 f"variable ({known}, metadata.labels['KEY'], metadata.annotations['KEY'])"
             )
-        field_paths.append((_env_name(item.get("name"), at), path))
-    metadata = _mapping(config.get("podMetadata"), f"{at}.podMetadata")
+        field_paths.append((env_name_of(item.get("name"), at), path))
+    metadata = as_mapping(config.get("podMetadata"), f"{at}.podMetadata")
     ignored = tuple(sorted(_IGNORED.get(k, k) for k in config if k not in _EMULATED and config[k]))
     ignored_inputs: list[tuple[str, tuple[Mapping[str, Any], ...]]] = []
     for key, param_key in _IGNORED_INPUTS.items():
@@ -387,8 +396,10 @@ def _executor(label: str, config: Mapping[str, Any]) -> ExecutorSettings:
         env_sources=tuple(env_sources),
         volumes=tuple(volumes),
         field_paths=tuple(field_paths),
-        labels={str(k): str(v) for k, v in _mapping(metadata.get("labels"), at).items()},
-        annotations={str(k): str(v) for k, v in _mapping(metadata.get("annotations"), at).items()},
+        labels={str(k): str(v) for k, v in as_mapping(metadata.get("labels"), at).items()},
+        annotations={
+            str(k): str(v) for k, v in as_mapping(metadata.get("annotations"), at).items()
+        },
         timeout=max(0, timeout),
         ignored=ignored,
         ignored_inputs=tuple(ignored_inputs),
@@ -429,106 +440,3 @@ def _operation(
             )
     operation = {"kind": kind, "root": str(root), "name": name, "clone": clone}
     return TaskPlatform(operation=operation, warnings=warnings)
-
-
-def _resolve(selector: Mapping[str, Any], resolve: Callable[..., Any], kind: str) -> str | None:
-    """The name `selector` gives, or None when it comes from an input that is null or was not
-    given (KFP's `ErrResolvedParameterNull`).
-
-    Raises:
-        PlatformError: The selector does not resolve, or resolves to something not a name.
-    """
-    try:
-        value = resolve(selector)
-    except HeadwaterError as exc:
-        if _not_given(selector, exc):
-            return None
-        raise PlatformError(f"cannot tell which {kind} to use: {exc}") from exc
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise PlatformError(f"the {kind} name resolved to {value!r}, not a name")
-    return value
-
-
-def _is_null(selector: Mapping[str, Any], resolve: Callable[..., Any]) -> bool:
-    """Whether `selector` resolves to null (one that does not resolve at all is not null)."""
-    try:
-        return resolve(selector) is None
-    except HeadwaterError as exc:
-        return _not_given(selector, exc)
-
-
-def _not_given(selector: Mapping[str, Any], exc: HeadwaterError) -> bool:
-    """Whether `exc` says an input of the enclosing DAG was not given (an optional one left out).
-
-    The engine reports that as an unavailable input, never as a `UserError` (a selector that
-    selects nothing is one).
-    """
-    return "componentInputParameter" in selector and not isinstance(exc, UserError)
-
-
-def _selector(item: Mapping[str, Any], name_key: str, kind: str, at: str) -> Mapping[str, Any]:
-    """The input selector naming the object, from the current field or the deprecated ones."""
-    param_key = f"{name_key}Parameter" if name_key else "pvcNameParameter"
-    if item.get(param_key):
-        selector = _mapping(item[param_key], f"{at}.{param_key}")
-    elif name_key and item.get(name_key):
-        selector = {"runtimeValue": {"constant": item[name_key]}}
-    elif item.get("constant"):
-        selector = {"runtimeValue": {"constant": item["constant"]}}
-    elif item.get("taskOutputParameter"):
-        selector = {"taskOutputParameter": item["taskOutputParameter"]}
-    elif item.get("componentInputParameter"):
-        selector = {"componentInputParameter": item["componentInputParameter"]}
-    else:
-        raise PlatformError(f"{at}: a {kind} setting names no {kind}")
-    constant = (selector.get("runtimeValue") or {}).get("constant")
-    if isinstance(constant, str) and "{{" not in constant:
-        check_name(constant, kind)
-    return selector
-
-
-def _mount_path(item: Mapping[str, Any], at: str) -> str:
-    """The mount path, absolute: a relative one is under `/`, as the container runtime takes it
-    (KFP's own test pipelines mount at 'path')."""
-    path = str(item.get("mountPath") or "")
-    if not path.strip("/") or ":" in path:
-        raise PlatformError(f"{at}: mount path {path!r} must be a path other than '/', without ':'")
-    return posixpath.normpath("/" + path.lstrip("/"))
-
-
-def _env_name(value: Any, at: str) -> str:
-    if not isinstance(value, str) or not _ENV_NAME.match(value):
-        raise PlatformError(
-            f"{at}: {value!r} is not a valid environment variable name "
-            "(letters, digits, '_', '-' and '.', not starting with a digit)"
-        )
-    return value
-
-
-def _missing(store: LocalSecretStore, name: str, key: str | None, used_as: str) -> str:
-    flag = " --config-map" if store.kind == CONFIG_MAP else ""
-    example = f"{key or 'KEY'}=VALUE"
-    fix = f"add it with: headwater secrets set{flag} {name} {example}"
-    if not store.exists(name):
-        return f"{store.kind} {name!r} (for {used_as}) is not in {store.root}: {fix}"
-    keys = ", ".join(store.keys(name)) or "none"
-    return f"{store.kind} {name!r} has no key {key!r} (for {used_as}; its keys: {keys}): {fix}"
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise PlatformError(
-            f"malformed platform spec: {where} should be a mapping, got {value!r:.60}"
-        )
-    return value
-
-
-def _items(config: Mapping[str, Any], key: str, at: str) -> list[Mapping[str, Any]]:
-    value = config.get(key) or []
-    if not isinstance(value, list):
-        raise PlatformError(f"malformed platform spec: {at}.{key} should be a list")
-    return [_mapping(v, f"{at}.{key}[{i}]") for i, v in enumerate(value)]
