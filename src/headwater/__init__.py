@@ -48,11 +48,11 @@ _EXPORTS = {
     "promote_model": "headwater.api.models",
     "ModelInfo": "headwater.api.models",
     "Promotion": "headwater.api.models",
-    "deploy_model": "headwater.api.endpoints",
-    "list_endpoints": "headwater.api.endpoints",
-    "stop_endpoint": "headwater.api.endpoints",
-    "Deployment": "headwater.api.endpoints",
-    "EndpointInfo": "headwater.api.endpoints",
+    "deploy_model": "headwater.endpoints",
+    "list_endpoints": "headwater.endpoints",
+    "stop_endpoint": "headwater.endpoints",
+    "Deployment": "headwater.endpoints",
+    "EndpointInfo": "headwater.endpoints",
 }
 
 __all__ = [
@@ -90,13 +90,6 @@ if TYPE_CHECKING:
     from headwater.api.artifacts import ArtifactInfo, get_artifact
     from headwater.api.cache import clear_cache
     from headwater.api.compiler import compile
-    from headwater.api.endpoints import (
-        Deployment,
-        EndpointInfo,
-        deploy_model,
-        list_endpoints,
-        stop_endpoint,
-    )
     from headwater.api.lineage import Lineage, lineage
     from headwater.api.models import (
         ModelInfo,
@@ -114,6 +107,13 @@ if TYPE_CHECKING:
         delete_run,
         get_run,
         list_runs,
+    )
+    from headwater.endpoints import (
+        Deployment,
+        EndpointInfo,
+        deploy_model,
+        list_endpoints,
+        stop_endpoint,
     )
     from headwater.engine.runner import Run, resume, run
 

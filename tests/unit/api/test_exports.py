@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import headwater
-from headwater.api import artifacts, cache, compiler, endpoints, lineage, models, runs
+from headwater import endpoints
+from headwater.api import artifacts, cache, compiler, lineage, models, runs
 from headwater.engine import runner
 
 EXPORTED = {
