@@ -49,11 +49,11 @@ _EXPORTS = {
     "promote_model": "headwater.api.models",
     "ModelInfo": "headwater.api.models",
     "Promotion": "headwater.api.models",
-    "deploy_model": "headwater.api.endpoints",
-    "list_endpoints": "headwater.api.endpoints",
-    "stop_endpoint": "headwater.api.endpoints",
-    "Deployment": "headwater.api.endpoints",
-    "EndpointInfo": "headwater.api.endpoints",
+    "deploy_model": "headwater.endpoints",
+    "list_endpoints": "headwater.endpoints",
+    "stop_endpoint": "headwater.endpoints",
+    "Deployment": "headwater.endpoints",
+    "EndpointInfo": "headwater.endpoints",
 }
 
 __all__ = [
@@ -92,13 +92,6 @@ if TYPE_CHECKING:
     from headwater.api.artifacts import ArtifactInfo, get_artifact
     from headwater.api.cache import clear_cache
     from headwater.api.compiler import compile
-    from headwater.api.endpoints import (
-        Deployment,
-        EndpointInfo,
-        deploy_model,
-        list_endpoints,
-        stop_endpoint,
-    )
     from headwater.api.lineage import Lineage, lineage
     from headwater.api.models import (
         ModelInfo,
@@ -117,6 +110,13 @@ if TYPE_CHECKING:
         delete_run,
         get_run,
         list_runs,
+    )
+    from headwater.endpoints import (
+        Deployment,
+        EndpointInfo,
+        deploy_model,
+        list_endpoints,
+        stop_endpoint,
     )
     from headwater.engine.options import RunOptions
     from headwater.engine.result import Run

@@ -35,13 +35,13 @@ def free_port() -> int:
 
 def save_booster(where: Path) -> Path:
     """A small binary classifier as train_xgboost's Model artifact."""
-    from headwater.components.xgboost import model_file
+    from headwater.models import xgboost_file
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 4)).astype(np.float32)
     matrix = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int), feature_names=FEATURES)
     booster = xgb.train({"objective": "binary:logistic", "max_depth": 2}, matrix, 5)
-    model_file.save(booster, str(where), {"framework": "xgboost", "feature_names": FEATURES})
+    xgboost_file.save(booster, str(where), {"framework": "xgboost", "feature_names": FEATURES})
     return where
 
 

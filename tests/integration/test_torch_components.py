@@ -97,9 +97,9 @@ def _no_dask_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.timeout(300)
 def test_two_replicas_train_with_ddp_and_rank_zero_writes_the_model(tmp_path: Path) -> None:
-    from headwater.components.torch import model_file
     from headwater.components.torch.digits_data import prepare
     from headwater.components.torch.training import TrainSpec, train
+    from headwater.models import torch_file
 
     prepare(str(tmp_path / "data"))
     result = train(
@@ -118,5 +118,5 @@ def test_two_replicas_train_with_ddp_and_rank_zero_writes_the_model(tmp_path: Pa
     # Each rank sees half of the 1,258 training digits per epoch: 10 batches of 64, not 20.
     assert result.metrics["global_step"] == 2 * 10
     assert result.classification is not None and result.classification["examples"] == 359
-    assert model_file.metadata(str(tmp_path / "model"))["class_path"].endswith("DigitsClassifier")
+    assert torch_file.metadata(str(tmp_path / "model"))["class_path"].endswith("DigitsClassifier")
     assert (tmp_path / "model.ckpt").exists()

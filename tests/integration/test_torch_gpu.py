@@ -16,9 +16,9 @@ pytest.importorskip("lightning")
 @pytest.mark.filterwarnings("ignore::lightning.fabric.utilities.warnings.PossibleUserWarning")
 @pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
 def test_auto_accelerator_trains_on_the_gpu(tmp_path: Path) -> None:
-    from headwater.components.torch import model_file
     from headwater.components.torch.digits_data import prepare
     from headwater.components.torch.training import TrainSpec, train
+    from headwater.models import torch_file
 
     prepare(str(tmp_path / "data"))
     result = train(
@@ -33,5 +33,5 @@ def test_auto_accelerator_trains_on_the_gpu(tmp_path: Path) -> None:
     )
     assert result.objective is not None and result.objective > 0.9
     assert result.model["device"].startswith("cuda")
-    loaded = model_file.load(str(tmp_path / "model"))
+    loaded = torch_file.load(str(tmp_path / "model"))
     assert next(loaded.parameters()).device.type == "cpu"

@@ -35,7 +35,7 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
 
 def cmd_endpoints(args: argparse.Namespace) -> int:
     """`headwater endpoints list|stop`."""
-    from headwater.api import endpoints as api
+    from headwater import endpoints as api
 
     if args.endpoints_command == "list":
         found = api.list_endpoints(metadata=args.metadata_url)

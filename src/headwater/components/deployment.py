@@ -3,7 +3,7 @@
 The task starts (or updates) a `headwater serve` process for a model of the run's registry,
 waits until it answers ready, records it in the run's metadata store as an endpoint, and
 outputs its URL. The server outlives the run (the one process a task may leave running, see
-`headwater.serving.deploy`); `headwater endpoints list` shows it and `headwater endpoints
+`headwater.endpoints.supervisor`); `headwater endpoints list` shows it and `headwater endpoints
 stop NAME` ends it. Deploying to a running endpoint's name updates that server: with one
 worker the new version is swapped in without dropping a request::
 

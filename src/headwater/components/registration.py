@@ -73,16 +73,12 @@ def deploy_in_run(
     version: int = 0,
     stage: str = "",
     endpoint: str = "",
-    host: str = "127.0.0.1",
-    port: int = 0,
-    workers: int = 1,
-    max_batch_size: int = 1,
-    max_latency_ms: float = 5.0,
+    **settings: Any,
 ) -> tuple[str, str, str, str]:
     """Deploy version `version` (or the newest in `stage`, or the production version, else
     the newest) of the registered model `model_name` as endpoint `endpoint` (default: the
     model's name), recorded with the run this task is in (see
-    `headwater.api.endpoints.deploy_model`).
+    `headwater.endpoints.deploy_model`, which takes the server `settings`).
 
     Returns:
         The URL, the endpoint's name, the version served, and what was done.
@@ -91,7 +87,7 @@ def deploy_in_run(
         UserError: Not a task of a Headwater run, an in-memory store, a model that is not
             registered, both a version and a stage, or a server that did not start.
     """
-    from headwater.api.endpoints import deploy_model
+    from headwater.endpoints import deploy_model
     from headwater.errors import InvalidArgumentError
 
     run_id, url = _task_run("deploy_model", "headwater.deploy_model()")
@@ -109,13 +105,9 @@ def deploy_in_run(
     done = deploy_model(
         spec,
         name=endpoint or model_name,
-        host=host,
-        port=port,
-        workers=workers,
-        max_batch_size=max_batch_size,
-        max_latency_ms=max_latency_ms,
         run_id=run_id,
         metadata=url,
+        **settings,
     )
     served = done.endpoint.models[0]["version"] if done.endpoint.models else ""
     return done.endpoint.url, done.endpoint.name, str(served), done.action

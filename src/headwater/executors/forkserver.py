@@ -17,7 +17,7 @@ processes are killed if the server itself dies (`PR_SET_PDEATHSIG`).
 
 The one exception is a service a task starts on purpose to outlive it: a process in its own
 session whose environment has `HEADWATER_SERVICE` set when it starts (`deploy_model`'s model
-server, see `headwater.serving.deploy`). The server leaves those running, as Kubernetes
+server, see `headwater.endpoints.supervisor`). The server leaves those running, as Kubernetes
 leaves the Deployment a pipeline step created; `headwater endpoints stop` ends them.
 
 Run as `python -m headwater.executors.forkserver`; the engine starts it (see `LocalExecutor`).

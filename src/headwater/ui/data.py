@@ -315,7 +315,7 @@ def endpoints_view(*, metadata: str | None) -> dict[str, Any]:
     """The endpoints `deploy_model` started, running first, then by name:
     `{"endpoints": [{"name", "state", "url", "models", "run_id", "updated_at", ...}]}`, each
     model with `model` (its registry name) and `version` added."""
-    from headwater.api.endpoints import list_endpoints
+    from headwater.endpoints import list_endpoints
 
     found = []
     for endpoint in list_endpoints(metadata=metadata):

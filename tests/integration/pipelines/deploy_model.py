@@ -12,14 +12,14 @@ def train(model: Output[Model], seed: int):
     import numpy as np
     import xgboost as xgb
 
-    from headwater.components.xgboost import model_file
+    from headwater.models import xgboost_file
 
     features = ["age", "income", "tenure", "visits"]
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(200, 4)).astype(np.float32)
     matrix = xgb.DMatrix(x, label=(x[:, seed % 4] > 0).astype(int), feature_names=features)
     booster = xgb.train({"objective": "binary:logistic", "max_depth": 2}, matrix, 5)
-    model_file.save(booster, model.path, {"framework": "xgboost", "feature_names": features})
+    xgboost_file.save(booster, model.path, {"framework": "xgboost", "feature_names": features})
     model.metadata["framework"] = "xgboost"
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import headwater
-from headwater.api import artifacts, cache, compiler, endpoints, lineage, models, running, runs
+from headwater import endpoints
+from headwater.api import artifacts, cache, compiler, lineage, models, running, runs
 from headwater.engine import options, result
 
 EXPORTED = {

@@ -30,7 +30,7 @@ def anyio_backend() -> str:
 def xgboost_model(tmp_path: Path) -> Callable[..., str]:
     """Factory: a booster (binary, or `classes` > 2) as train_xgboost's Model artifact."""
     xgb = pytest.importorskip("xgboost")
-    from headwater.components.xgboost import model_file
+    from headwater.models import xgboost_file
 
     def make(name: str = "churn", classes: int = 2) -> str:
         x = rows(200, seed=1)
@@ -44,7 +44,7 @@ def xgboost_model(tmp_path: Path) -> Callable[..., str]:
         booster = xgb.train(params, matrix, num_boost_round=5)
         where = tmp_path / name
         meta = {"framework": "xgboost", "feature_names": FEATURES, "objective": params["objective"]}
-        model_file.save(booster, str(where), meta)
+        xgboost_file.save(booster, str(where), meta)
         return str(where)
 
     return make
@@ -70,10 +70,10 @@ def sklearn_model(tmp_path: Path) -> Callable[..., str]:
 
 @pytest.fixture
 def torch_model(tmp_path: Path) -> Callable[..., str]:
-    """Factory: a module saved by `model_file.save` (state dict, TorchScript, code/)."""
+    """Factory: a module saved by `torch_file.save` (state dict, TorchScript, code/)."""
     torch = pytest.importorskip("torch")
-    from headwater.components.torch import model_file
     from headwater.loading import load_file
+    from headwater.models import torch_file
 
     code = tmp_path / "net.py"
     code.write_text(TORCH_CODE)
@@ -82,7 +82,7 @@ def torch_model(tmp_path: Path) -> Callable[..., str]:
         torch.manual_seed(0)
         module = load_file(code).Net(features=4, classes=3)
         where = tmp_path / name
-        model_file.save(
+        torch_file.save(
             module,
             str(where),
             class_path="Net",

@@ -322,7 +322,7 @@ async def test_bad_explanation_options_are_400(
 ) -> None:
     pytest.importorskip("captum")
     pytest.importorskip(
-        "headwater.components.torch.explain",
+        "headwater.models.torch_explain",
         reason="the PyTorch issue's Captum explain is not in this tree yet",
     )
     async with client(create_app([f"digits={torch_model()}"])) as c:

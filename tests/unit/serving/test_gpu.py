@@ -19,7 +19,7 @@ def test_xgboost_predicts_on_the_gpu(xgboost_model: Callable[..., str]) -> None:
     xgb = pytest.importorskip("xgboost")
     if not xgb.build_info().get("USE_CUDA"):
         pytest.skip("this XGBoost is built without CUDA")
-    from headwater.components.xgboost import model_file
+    from headwater.models import xgboost_file
 
     path = xgboost_model()
     runtime = create_runtime(resolve(path))
@@ -27,7 +27,7 @@ def test_xgboost_predicts_on_the_gpu(xgboost_model: Callable[..., str]) -> None:
     x = rows(8)
     found = runtime.predict({"input-0": x})["predict"]
     explained = runtime.explain({"input-0": x}, options={})
-    cpu = model_file.load(path)
+    cpu = xgboost_file.load(path)
     cpu.set_param({"device": "cpu"})
     names = list(runtime.metadata.feature_names or ())
     expected = cpu.predict(xgb.DMatrix(x, feature_names=names))

@@ -67,13 +67,13 @@ async def test_torch_predicts_the_modules_scores(
 ) -> None:
     import torch
 
-    from headwater.components.torch import model_file
+    from headwater.models import torch_file
 
     path = torch_model()
     target = path if form == "artifact" else str(Path(path) / "model.pt")
     x = rows(2)
     with torch.no_grad():
-        expected = model_file.load(path)(torch.from_numpy(x)).numpy()
+        expected = torch_file.load(path)(torch.from_numpy(x)).numpy()
     async with client(create_app([f"digits={target}"])) as c:
         answer = await c.post("/v1/models/digits:predict", json={"instances": x.tolist()})
     assert answer.status_code == 200, answer.text
@@ -142,12 +142,12 @@ async def test_multiclass_xgboost_explains_each_class(xgboost_model: Callable[..
     assert len(found["explanations"][0]["bias"]) == 3
 
 
-_TORCH_EXPLAIN = importlib.util.find_spec("headwater.components.torch.explain") is not None
+_TORCH_EXPLAIN = importlib.util.find_spec("headwater.models.torch_explain") is not None
 
 
 @pytest.mark.skipif(
     not _TORCH_EXPLAIN,
-    reason="headwater.components.torch.explain (the PyTorch issue's Captum explain) is not "
+    reason="headwater.models.torch_explain (the PyTorch issue's Captum explain) is not "
     "in this tree yet",
 )
 @pytest.mark.parametrize("method", ["integrated_gradients", "occlusion"])

@@ -2,8 +2,8 @@
 
 `from headwater.components.torch import train_lightning, evaluate_lightning, explain_model,
 pytorch_job, prepare_digits` gives the KFP components (for pipelines). The plain functions
-they call live in the modules `training`, `evaluation`, `job`, `explain` and `model_file`,
-usable in scripts and notebooks.
+they call live in the modules `training`, `evaluation`, `job` and `explain`, usable in
+scripts and notebooks; the Model artifact's layout is `headwater.models.torch_file`.
 Needs the `torch` extra: `pip install torch==2.13.0 'headwater[torch]'`.
 """
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.components.torch import _library, model_file
+from headwater.components.torch import _library
 from headwater.components.torch.classification import Classification, classify, is_classification
 from headwater.errors import InvalidArgumentError, UserError
 from headwater.loading import load_class
+from headwater.models import torch_file
 
 SPLITS = ("test", "val", "train")
 
@@ -55,7 +56,7 @@ def evaluate(
     _library.lightning()
     import numpy as np
 
-    model = model_file.load(model_path)
+    model = torch_file.load(model_path)
     cls = load_class(data_module, code_path, role="LightningDataModule")
     kwargs = dict(data_module_args or {})
     if data_path:
@@ -93,7 +94,7 @@ def evaluate(
         raise UserError(f"{data_module!r}'s {split} split is empty")
     logits, labels = np.concatenate(outputs), np.concatenate(targets)
     if is_classification(logits, labels):
-        categories = model_file.metadata(model_path).get("classes") or getattr(
+        categories = torch_file.metadata(model_path).get("classes") or getattr(
             datamodule, "classes", None
         )
         scored = classify(logits, labels, list(categories) if categories else None)

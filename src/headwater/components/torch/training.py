@@ -3,8 +3,9 @@
 `train(spec)` builds the module and data module from their class paths (or a code file), checks
 the trainer arguments against Lightning's `Trainer` (naming a key it rejects), fits, tests when
 the data module has a test split, and on global rank 0 writes the Model artifact
-(`model_file`), the checkpoint, TensorBoard logs and, for classifiers, the confusion matrix and
-ROC. `profiler="pytorch"` profiles a few steps into a Chrome/Perfetto trace and an HTML table.
+(`headwater.models.torch_file`), the checkpoint, TensorBoard logs and, for classifiers, the
+confusion matrix and ROC. `profiler="pytorch"` profiles a few steps into a Chrome/Perfetto
+trace and an HTML table.
 
 With `replicas > 1` the same function runs in every replica of a `job.launch` (the PyTorchJob
 equivalent): each replica sees MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, and Lightning
@@ -22,10 +23,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from headwater.components.torch import _library, model_file
+from headwater.components.torch import _library
 from headwater.components.torch.classification import Classification, classify, is_classification
 from headwater.errors import InvalidArgumentError, UserError
 from headwater.loading import load_class
+from headwater.models import torch_file
 
 #: Trainer arguments the component sets itself (the logger writes the TensorBoard artifact).
 _OWNED = ("logger", "default_root_dir", "callbacks", "plugins")
@@ -162,7 +164,7 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
             )
         result["objective"] = metrics[s.objective]
     if s.model_dir:
-        result["model"] = model_file.save(
+        result["model"] = torch_file.save(
             module.cpu(),
             s.model_dir,
             class_path=s.module,

@@ -1,21 +1,16 @@
-"""The optional libraries the XGBoost components need, or an error naming the extra."""
+"""The optional libraries the XGBoost components need, or an error naming the extra.
+
+`xgboost` is the model format's (`headwater.models.libraries`); Dask's only the components need.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from headwater.errors import MissingDependencyError
+from headwater.models.libraries import xgboost
 
-
-def xgboost() -> Any:
-    """`xgboost`, or a MissingDependencyError naming the extra."""
-    try:
-        import xgboost
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "XGBoost training needs 'xgboost'. Install it with: pip install 'headwater[xgboost]'"
-        ) from exc
-    return xgboost
+__all__ = ["xgboost", "xgboost_dask"]
 
 
 def xgboost_dask() -> Any:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.components.data import _backend
-from headwater.components.xgboost import _library, _splits, model_file
+from headwater.components.xgboost import _library, _splits
 from headwater.errors import InvalidArgumentError, UserError
+from headwater.models import xgboost_file
 
 BINS = 1 << 16
 #: About how many points the ROC curve keeps (KFP's UI draws every point it is given).
@@ -77,7 +78,7 @@ def evaluate_classifier(
     """
     if not 0 < threshold < 1:
         raise InvalidArgumentError(f"threshold must be between 0 and 1, got {threshold!r}")
-    booster = model_file.load(model)
+    booster = xgboost_file.load(model)
     objective = _objective(booster)
     if not objective.startswith("binary:") or objective == "binary:hinge":
         raise UserError(

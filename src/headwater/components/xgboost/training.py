@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.components.data import _backend
-from headwater.components.xgboost import _library, _splits, hyperparameters, model_file
+from headwater.components.xgboost import _library, _splits, hyperparameters
 from headwater.errors import InvalidArgumentError, UserError
+from headwater.models import xgboost_file
 
 
 @dataclass
@@ -57,7 +58,8 @@ def train_xgboost(
         train: The training split: a Parquet dataset (directory of parts, or a file) of the
             label and numeric features.
         validation: The validation split, with the same columns.
-        model_dir: Where to save the model (`model_file` layout); None: do not save.
+        model_dir: Where to save the model (`headwater.models.xgboost_file` layout); None: do
+            not save.
         params: XGBoost parameters over `hyperparameters.DEFAULTS` (binary logistic, hist,
             depth 8, learning rate 0.1). `device` defaults to "cuda" on GPU workers.
         rounds: The most boosting rounds.
@@ -137,7 +139,7 @@ def train_xgboost(
         "framework": "xgboost",
         "framework_version": xgb.__version__,
         "format": "ubj",
-        "file": model_file.MODEL_FILE,
+        "file": xgboost_file.MODEL_FILE,
         "objective": str(full.get("objective")),
         "feature_names": features,
         "label": label,
@@ -157,7 +159,7 @@ def train_xgboost(
     }
     booster.set_attr(best_iteration=str(best))
     if model_dir is not None:
-        model_file.save(booster, model_dir, meta)
+        xgboost_file.save(booster, model_dir, meta)
     return TrainingResult(
         booster, meta, history, final, used, seconds=time.perf_counter() - started
     )

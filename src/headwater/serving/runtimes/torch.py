@@ -1,13 +1,13 @@
 """`TorchRuntime`: PyTorch modules, with Captum explanations.
 
 Reads a Model artifact from `train_lightning` (a directory: the module rebuilt from its class
-and state dict, else its TorchScript export; see `headwater.components.torch.model_file`) or
+and state dict, else its TorchScript export; see `headwater.models.torch_file`) or
 a TorchScript file (`.pt`). The input is one tensor `input-0` with the datatype and shape the
 artifact recorded (`metadata.json` "input"; any shape when it recorded none); the output
 `output-0` is what the module returns (several tensors: `output-0`, `output-1`, ...; a dict:
 its keys). Modules run in eval mode under `torch.inference_mode`, on the CPU.
 
-Explanations call `headwater.components.torch.explain.explain` (Captum): Integrated
+Explanations call `headwater.models.torch_explain.explain` (Captum): Integrated
 Gradients by default, or Occlusion, with the request's `method`, `target`, `baseline`,
 `n_steps` and `window` parameters.
 """
@@ -58,12 +58,12 @@ class TorchRuntime(ModelRuntime):
 
     def load(self) -> None:
         """Load the module (rebuilt or TorchScript) and its recorded signature."""
-        from headwater.components.torch import _library, model_file
+        from headwater.models import libraries, torch_file
 
-        torch = _library.torch()
+        torch = libraries.torch()
         path = str(self.source.path)
-        module = model_file.load(path)
-        saved = model_file.metadata(path)
+        module = torch_file.load(path)
+        saved = torch_file.metadata(path)
         if saved.get("framework") not in (None, "pytorch"):
             saved = {}
         signature = saved.get("input") if isinstance(saved.get("input"), dict) else None
@@ -104,8 +104,8 @@ class TorchRuntime(ModelRuntime):
     def explain(
         self, inputs: Mapping[str, np.ndarray], *, options: Mapping[str, Any]
     ) -> Explanation:
-        """Captum attributions through `headwater.components.torch.explain.explain`."""
-        from headwater.components.torch.explain import explain
+        """Captum attributions through `headwater.models.torch_explain.explain`."""
+        from headwater.models.torch_explain import explain
 
         check_options(options, EXPLAIN_OPTIONS, what="a PyTorch explanation")
         kwargs = _explain_kwargs(options)

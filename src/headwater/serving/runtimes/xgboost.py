@@ -59,12 +59,12 @@ class XGBoostRuntime(ModelRuntime):
 
     def load(self) -> None:
         """Load the booster and work out its features and output shape."""
-        from headwater.components.xgboost import _library, model_file
+        from headwater.models import libraries, xgboost_file
 
-        xgb = _library.xgboost()
+        xgb = libraries.xgboost()
         path = str(self.source.path)
-        booster = model_file.load(path)
-        saved = model_file.metadata(path)
+        booster = xgboost_file.load(path)
+        saved = xgboost_file.metadata(path)
         saved = saved if saved.get("framework") in (None, "xgboost") else {}
         booster.set_param({"nthread": _threads()})
         if _gpu_present(xgb):

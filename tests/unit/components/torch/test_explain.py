@@ -12,9 +12,10 @@ import pytest
 import torch
 from torch import nn
 
-from headwater.components.torch import model_file
-from headwater.components.torch.explain import explain, explain_model
+from headwater.components.torch.explain import explain_model
 from headwater.errors import InvalidArgumentError, UserError
+from headwater.models import torch_file
+from headwater.models.torch_explain import explain
 
 pytest.importorskip("captum")
 
@@ -48,7 +49,7 @@ def digits_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, np.ndar
             loss.backward()
             optimizer.step()
     path = tmp_path_factory.mktemp("digits") / "model"
-    model_file.save(
+    torch_file.save(
         model.eval(),
         str(path),
         class_path="headwater.components.torch.digits:DigitsClassifier",
@@ -104,7 +105,7 @@ def test_explain_model_on_digits_writes_the_report(
     np.savez(tmp_path / "digits.npz", y_test=np.zeros(20), x_test=digits)
     out = tmp_path / "out"
     found = explain_model(path, str(tmp_path), str(out), max_examples=5, n_steps=32)
-    model, x = model_file.load(path), torch.from_numpy(digits[:5])
+    model, x = torch_file.load(path), torch.from_numpy(digits[:5])
     with torch.no_grad():
         scores, reference = model(x), model(torch.zeros_like(x))
     expected = scores.argmax(1).tolist()
@@ -143,7 +144,7 @@ def test_occlusion_on_digits_from_json_with_one_example(
 
 
 def test_tabular_examples_from_npy_get_a_table(tmp_path: Path) -> None:
-    model_file.save(
+    torch_file.save(
         linear([[1.0, 2.0, 3.0]], [0.0]),
         str(tmp_path / "model"),
         class_path="torch.nn:Linear",

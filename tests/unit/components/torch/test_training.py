@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from headwater.components.torch import model_file
 from headwater.components.torch.digits import prepare
 from headwater.components.torch.training import TrainSpec, coerce, train
 from headwater.errors import InvalidArgumentError, UserError
+from headwater.models import torch_file
 
 MODULE = "headwater.components.torch.digits:DigitsClassifier"
 DATA_MODULE = "headwater.components.torch.digits:DigitsDataModule"
@@ -58,15 +58,15 @@ def test_training_writes_model_checkpoint_logs_and_classifier_metrics(
     assert np.trace(matrix) / matrix.sum() == pytest.approx(scored["accuracy"])
     assert scored["roc"] is None  # ten classes: no ROC
     # The Model: state dict, TorchScript, and the metadata to rebuild it.
-    meta = model_file.metadata(str(tmp_path / "model"))
+    meta = torch_file.metadata(str(tmp_path / "model"))
     assert meta["framework"] == "pytorch" and meta["class_path"] == MODULE
     assert meta["input"] == {"shape": [None, 1, 8, 8], "dtype": "float32"}
     assert meta["output"] == {"shape": [None, 10], "dtype": "float32"}
     assert meta["torchscript"] == "model.pt" and meta["lightning_version"]
     assert meta["device"] == "cpu"
     assert meta["module_args"] == {"lr": 0.003}
-    rebuilt = model_file.load(str(tmp_path / "model"))
-    scripted = model_file.load(str(tmp_path / "model" / "model.pt"))
+    rebuilt = torch_file.load(str(tmp_path / "model"))
+    scripted = torch_file.load(str(tmp_path / "model" / "model.pt"))
     x = torch.rand(4, 1, 8, 8)
     with torch.no_grad():
         assert torch.allclose(rebuilt(x), scripted(x), atol=1e-5)
@@ -123,11 +123,11 @@ def test_a_module_given_as_a_code_file_travels_with_the_model(tmp_path: Path, di
     train(
         spec(tmp_path, digits, module="Tiny", code_path=str(code), trainer_args={"max_epochs": 1})
     )
-    meta = model_file.metadata(str(tmp_path / "model"))
+    meta = torch_file.metadata(str(tmp_path / "model"))
     assert meta["class_path"] == "my_model.py:Tiny" and meta["code"] == "code"
     assert (tmp_path / "model" / "code" / "my_model.py").exists()
     code.unlink()  # the model no longer needs the original file
-    loaded = model_file.load(str(tmp_path / "model"))
+    loaded = torch_file.load(str(tmp_path / "model"))
     assert type(loaded).__name__ == "Tiny"
 
 

@@ -1,4 +1,4 @@
-"""What the framework components' Model artifacts share: `metadata.json` beside the model."""
+"""What every framework's Model artifact shares: `metadata.json` beside the model."""
 
 from __future__ import annotations
 

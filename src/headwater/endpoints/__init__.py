@@ -3,7 +3,13 @@
 An endpoint is a `headwater serve` process serving one model under a name, started by the
 `deploy_model` component or `deploy_model()` here. It outlives the run that started it; the
 metadata store records where it listens, what it serves and which run deployed it. Deploying
-to a name already running updates that server (see `headwater.serving.deploy`).
+to a name already running updates that server (see `supervisor`).
+
+Above the model server (`headwater.serving`, which never imports this package)::
+
+    this package  the API (`headwater.deploy_model`, ...): deploy, list and stop endpoints
+    settings      DeploySettings: how a server runs, the one list of deploy_model's settings
+    supervisor    the process supervisor: posix_spawn of `headwater serve`, update, stop, state
 
 Example::
 
@@ -23,10 +29,18 @@ from typing import Any
 
 from headwater.api import iso_time
 from headwater.api._store import MetadataArg, reading, writing
+from headwater.endpoints.settings import DeploySettings
 from headwater.errors import NotFoundError
 from headwater.metadata.base import EndpointRecord
 
-__all__ = ["Deployment", "EndpointInfo", "deploy_model", "list_endpoints", "stop_endpoint"]
+__all__ = [
+    "DeploySettings",
+    "Deployment",
+    "EndpointInfo",
+    "deploy_model",
+    "list_endpoints",
+    "stop_endpoint",
+]
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,7 @@ class EndpointInfo:
     @classmethod
     def of(cls, record: EndpointRecord) -> EndpointInfo:
         """The API's view of a store record, with its state checked now."""
-        from headwater.serving.deploy import state_of
+        from headwater.endpoints.supervisor import state_of
 
         return cls(
             name=record.name,
@@ -102,14 +116,10 @@ def deploy_model(
     model: str,
     *,
     name: str | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    workers: int = 1,
-    max_batch_size: int = 1,
-    max_latency_ms: float = 5.0,
     run_id: str | None = None,
     task: str | None = None,
     metadata: str | None = None,
+    **settings: Any,
 ) -> Deployment:
     """Serve `model` as endpoint `name` in a server of its own, and record it.
 
@@ -117,27 +127,26 @@ def deploy_model(
         model: A MODEL spec: a registered model (`NAME`, `NAME:VERSION`, `NAME@STAGE`), an
             artifact URI or a model path.
         name: The endpoint's name (default: the registered model's name, or the file's).
-        host: Address to listen on; a non-loopback one needs `HEADWATER_TOKEN` set (which
-            the server then requires of every request).
-        port: TCP port; 0 keeps a running server's port, or picks a free one.
-        workers: Server processes (an update without a restart needs 1).
-        max_batch_size: Adaptive batching's largest batch (1: off).
-        max_latency_ms: Adaptive batching's longest wait for a batch to fill.
         run_id: The run deploying it, recorded with it.
         task: The task deploying it, recorded with it.
         metadata: The metadata store's SQLAlchemy URL (default `HEADWATER_METADATA_URL`, or
             SQLite in `$HEADWATER_HOME`); the server resolves registry names there.
+        **settings: How the server runs, as keywords: the fields of `DeploySettings` (host,
+            port, workers, batching; each with its meaning and default there), e.g.
+            `workers=2`.
 
     Raises:
+        TypeError: A keyword that is not a setting.
         UserError: A bad argument, a model that does not resolve, or a server that did not
             start (one line, with where its log is).
     """
     from headwater import config
+    from headwater.endpoints.supervisor import deploy
     from headwater.metadata import open_store
     from headwater.serving._deps import require_serve
-    from headwater.serving.deploy import deploy
     from headwater.serving.resolve import parse_spec
 
+    wanted = DeploySettings.of(settings, caller="deploy_model")
     require_serve()
     alias, target = parse_spec(model)
     url = metadata or config.metadata_url()
@@ -152,11 +161,7 @@ def deploy_model(
             name=name or alias or "",
             store=store,
             metadata_url=url,
-            host=host,
-            port=port,
-            workers=workers,
-            max_batch_size=max_batch_size,
-            max_latency_ms=max_latency_ms,
+            settings=wanted,
             run_id=run_id,
             task=task,
         )
@@ -183,7 +188,7 @@ def stop_endpoint(name: str, *, metadata: MetadataArg = None) -> tuple[EndpointI
         NotFoundError: No endpoint has that name (the message lists those there are).
         UserError: It runs on another machine.
     """
-    from headwater.serving.deploy import stop
+    from headwater.endpoints.supervisor import stop
 
     with writing(metadata) as store:
         if store is None:

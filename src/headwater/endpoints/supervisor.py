@@ -1,4 +1,4 @@
-"""Endpoints: model servers that outlive the pipeline (or the Python call) that deployed them.
+"""The endpoints' process supervisor: model servers that outlive what deployed them.
 
 `deploy(spec, name=...)` starts `headwater serve NAME=SPEC` as a service of its own (its own
 session, `HEADWATER_SERVICE` in its environment, so the fork server leaves it running when the
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from headwater import config
-from headwater.api._args import count
+from headwater.endpoints.settings import DeploySettings
 from headwater.errors import InvalidArgumentError, NotFoundError, UserError
 from headwater.executors.forkserver import SERVICE_ENV
 from headwater.metadata.base import EndpointRecord, MetadataStore
@@ -65,11 +65,7 @@ def deploy(
     name: str,
     store: MetadataStore,
     metadata_url: str,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    workers: int = 1,
-    max_batch_size: int = 1,
-    max_latency_ms: float = 5.0,
+    settings: DeploySettings,
     run_id: str | None = None,
     task: str | None = None,
     ready_timeout: float = READY_TIMEOUT_S,
@@ -82,11 +78,7 @@ def deploy(
         name: The endpoint's name: the server's, and the model's in its URLs.
         store: The metadata store to record it in (and to resolve registry names from).
         metadata_url: The same store's URL, for the server process.
-        host: Address to listen on; a non-loopback one needs `HEADWATER_TOKEN` set.
-        port: TCP port; 0 keeps the running server's port, or picks a free one.
-        workers: Server processes.
-        max_batch_size: Adaptive batching's largest batch (1: off).
-        max_latency_ms: Adaptive batching's longest wait.
+        settings: How the server runs (host, port, workers, batching).
         run_id: The run deploying it (recorded).
         task: The task deploying it (recorded).
         ready_timeout: Seconds to wait for a new server to answer ready.
@@ -105,17 +97,8 @@ def deploy(
         raise InvalidArgumentError(
             f"endpoint name {name!r} must be letters, digits and '_.-' (it goes into URLs)"
         )
-    if count("port", port, minimum=0) > 65535:
-        raise InvalidArgumentError(f"port must be from 0 to 65535, got {port}")
-    count("workers", workers, minimum=1)
-    count("max_batch_size", max_batch_size, minimum=1)
-    if (
-        isinstance(max_latency_ms, bool)
-        or not isinstance(max_latency_ms, int | float)
-        or not max_latency_ms >= 0
-    ):
-        raise InvalidArgumentError(f"max_latency_ms must be 0 or more, got {max_latency_ms!r}")
-    check_bind(host, os.environ.get(TOKEN_ENV) or None)
+    settings.check()
+    check_bind(settings.host, os.environ.get(TOKEN_ENV) or None)
     source = resolve(f"{name}={spec}", metadata=store)
     # Pin a registry name to the version it names now, so the server serves what we record;
     # a file by its absolute path (the server's working directory may not be ours).
@@ -128,21 +111,17 @@ def deploy(
         "uri": source.uri or source.path,
         "framework": source.framework,
     }
-    settings = {
-        "host": host,
-        "port": port,
-        "workers": workers,
-        "max_batch_size": max_batch_size,
-        "max_latency_ms": max_latency_ms,
-    }
     with _locked(name):
         existing = store.get_endpoint(name)
         action = "started"
         if existing is not None and state_of(existing) == "running":
-            settings["port"] = (
-                port or int(existing.config.get("port") or 0) or _port_of(existing.url)
+            settings = replace(
+                settings,
+                port=settings.port
+                or int(existing.config.get("port") or 0)
+                or _port_of(existing.url),
             )
-            same_settings = {**existing.config, "port": settings["port"]} == settings
+            same_settings = {**existing.config, "port": settings.port} == settings.to_config()
             served = existing.models[0] if existing.models else {}
             if same_settings and _same_model(served, model):
                 return existing, "unchanged"
@@ -270,7 +249,7 @@ def _alive(pid: int, started: str) -> bool:
 def _start(
     spec: str,
     name: str,
-    settings: dict[str, Any],
+    settings: DeploySettings,
     metadata_url: str,
     ready_timeout: float,
     record: Callable[[EndpointRecord], None],
@@ -284,16 +263,7 @@ def _start(
     folder = endpoints_dir()
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / f"{name}.log"
-    argv = [
-        sys.executable, "-m", "headwater", "serve", f"{name}={spec}",
-        "--host", str(settings["host"]), "--port", str(settings["port"]),
-        "--workers", str(settings["workers"]),
-    ]  # fmt: skip
-    if int(settings["max_batch_size"]) > 1:
-        argv += [
-            "--max-batch-size", str(settings["max_batch_size"]),
-            "--max-latency-ms", str(settings["max_latency_ms"]),
-        ]  # fmt: skip
+    argv = [sys.executable, "-m", "headwater", "serve", f"{name}={spec}", *settings.serve_args()]
     env = {**os.environ, SERVICE_ENV: f"endpoint:{name}", config.METADATA_URL_ENV: metadata_url}
     with log_path.open("ab") as log:
         offset = log.tell()
@@ -318,14 +288,14 @@ def _start(
         host=socket.gethostname(),
         pid=pid,
         started=process_start(pid),
-        config=dict(settings),
+        config=settings.to_config(),
         state="running",
         log_path=str(log_path),
     )
     try:
         record(spawned)
         url = _wait_announced(pid, log_path, offset, ready_timeout)
-        host = str(settings["host"])
+        host = str(settings.host)
         if host in _WILDCARD:
             url = url.replace(f"//{host}:", f"//{socket.getfqdn()}:", 1)
         probe = _probe_url(url, host)
@@ -337,7 +307,7 @@ def _start(
     except UserError:
         record(replace(spawned, state="stopped"))
         raise
-    ready = replace(spawned, url=url, config=dict(settings, port=_port_of(url)))
+    ready = replace(spawned, url=url, config=dict(settings.to_config(), port=_port_of(url)))
     record(ready)
     return ready
 

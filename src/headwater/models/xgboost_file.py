@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from headwater.components._model_dir import METADATA_FILE, read_metadata
-from headwater.components.xgboost import _library
 from headwater.errors import UserError
+from headwater.models import libraries
+from headwater.models.directory import METADATA_FILE, read_metadata
 
 MODEL_FILE = "model.ubj"
 
@@ -40,7 +40,7 @@ def load(path: str) -> Any:
         UserError: Nothing at `path`, no model file in the directory, or a file that is not
             an XGBoost model.
     """
-    xgb = _library.xgboost()
+    xgb = libraries.xgboost()
     where = Path(path)
     if where.is_dir():
         found = [where / n for n in (MODEL_FILE, "model.json", "model.bst") if (where / n).exists()]

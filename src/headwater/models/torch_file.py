@@ -11,7 +11,8 @@ Layout at the artifact's path (a directory)::
 
 `load(path)` rebuilds the module from its class and state dict when the class can be found
 (its code travels in `code/`), else loads the TorchScript export; either way the module is
-in eval mode on the CPU. The model server and `explain` load models this way.
+in eval mode on the CPU. The model server and `explain_model` load models this way;
+`train_lightning` saves them with `save`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from headwater.components._model_dir import METADATA_FILE, read_metadata
-from headwater.components.torch import _library
 from headwater.errors import UserError
 from headwater.loading import load_class, split
+from headwater.models import libraries
+from headwater.models.directory import METADATA_FILE, read_metadata
 
 STATE_DICT = "state_dict.pt"
 TORCHSCRIPT = "model.pt"
@@ -55,7 +56,7 @@ def save(
         code_path: The Python file (or directory) the class came from, copied into `code/`.
         extra: More metadata (metrics, Lightning version, ...).
     """
-    torch = _library.torch()
+    torch = libraries.torch()
     where = Path(directory)
     where.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
@@ -117,7 +118,7 @@ def _torchscript(module: Any, example: Any) -> Any:
         try:
             if hasattr(module, "to_torchscript"):
                 return module.to_torchscript(method="script")
-            return _library.torch().jit.script(module)
+            return libraries.torch().jit.script(module)
         except Exception:
             pass
         if example is None:
@@ -125,7 +126,7 @@ def _torchscript(module: Any, example: Any) -> Any:
         try:
             if hasattr(module, "to_torchscript"):
                 return module.to_torchscript(method="trace", example_inputs=example)
-            return _library.torch().jit.trace(module, example)
+            return libraries.torch().jit.trace(module, example)
         except Exception:
             return None
 
@@ -144,7 +145,7 @@ def load(path: str) -> Any:
     Raises:
         UserError: Nothing at `path`, or neither a loadable class nor a TorchScript export.
     """
-    torch = _library.torch()
+    torch = libraries.torch()
     where = Path(path)
     if not where.exists():
         raise UserError(f"model artifact {path!r} does not exist")
@@ -173,7 +174,7 @@ def load(path: str) -> Any:
 
 
 def _load_torchscript(path: Path) -> Any:
-    torch = _library.torch()
+    torch = libraries.torch()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         try:

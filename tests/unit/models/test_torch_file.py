@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 from torch import nn
 
-from headwater.components.torch import model_file
 from headwater.errors import UserError
 from headwater.loading import load_class
+from headwater.models import torch_file
 
 
 class Branchy(nn.Module):
@@ -28,7 +31,7 @@ class Branchy(nn.Module):
 
 def test_save_then_load_rebuilds_the_module_from_its_class(tmp_path: Path) -> None:
     module = Branchy(features=3)
-    meta = model_file.save(
+    meta = torch_file.save(
         module,
         str(tmp_path / "m"),
         class_path=f"{__name__}:Branchy",
@@ -36,36 +39,36 @@ def test_save_then_load_rebuilds_the_module_from_its_class(tmp_path: Path) -> No
         example=torch.ones(1, 3),
     )
     assert meta["torchscript"] == "model.pt" and meta["input"]["shape"] == [None, 3]
-    loaded = model_file.load(str(tmp_path / "m"))
+    loaded = torch_file.load(str(tmp_path / "m"))
     assert isinstance(loaded, Branchy) and not loaded.training
     x = torch.randn(5, 3)
     assert torch.equal(loaded(x), module.eval()(x))
-    scripted = model_file.load(str(tmp_path / "m" / "model.pt"))
+    scripted = torch_file.load(str(tmp_path / "m" / "model.pt"))
     assert torch.allclose(scripted(-x.abs()), module(-x.abs()))  # the other branch survives
 
 
 def test_without_its_class_the_torchscript_export_is_loaded(tmp_path: Path) -> None:
-    model_file.save(
+    torch_file.save(
         Branchy(),
         str(tmp_path / "m"),
         class_path="gone_package.models:Branchy",
         module_args={},
         example=torch.ones(1, 3),
     )
-    loaded = model_file.load(str(tmp_path / "m"))
+    loaded = torch_file.load(str(tmp_path / "m"))
     assert isinstance(loaded, torch.jit.ScriptModule)
 
 
 def test_a_model_with_neither_class_nor_export_is_one_clear_error(tmp_path: Path) -> None:
-    model_file.save(Branchy(), str(tmp_path / "m"), class_path="gone:Branchy", module_args={})
+    torch_file.save(Branchy(), str(tmp_path / "m"), class_path="gone:Branchy", module_args={})
     (tmp_path / "m" / "model.pt").unlink()
     with pytest.raises(UserError, match="cannot be loaded: cannot import 'gone'"):
-        model_file.load(str(tmp_path / "m"))
+        torch_file.load(str(tmp_path / "m"))
     with pytest.raises(UserError, match="does not exist"):
-        model_file.load(str(tmp_path / "nothing"))
+        torch_file.load(str(tmp_path / "nothing"))
     (tmp_path / "junk.pt").write_bytes(b"not a model")
     with pytest.raises(UserError, match="is not a TorchScript model"):
-        model_file.load(str(tmp_path / "junk.pt"))
+        torch_file.load(str(tmp_path / "junk.pt"))
 
 
 def test_a_code_file_that_fails_to_import_is_one_line(tmp_path: Path) -> None:
