@@ -36,6 +36,7 @@ from headwater.spec.types import coerce, protojson
 
 if TYPE_CHECKING:
     from headwater.artifacts.base import ArtifactStore
+    from headwater.metadata.recorder import RunStores
 
 __all__ = ["Run", "TaskInfo", "bind_arguments", "resume", "run", "run_ir"]
 
@@ -202,23 +203,11 @@ def _create(name: str, **options: Any) -> Executor:
     return create_executor(name, **options)
 
 
-def open_metadata(metadata: MetadataStore | str | None) -> MetadataStore:
-    """The metadata store to use, with runs whose engine died marked INTERRUPTED.
+def open_metadata(metadata: MetadataStore | str | None) -> RunStores:
+    """The run's stores: see `headwater.metadata.recorder.open_run_stores`."""
+    from headwater.metadata.recorder import open_run_stores
 
-    An existing SQLite store at the newest schema is opened on first use, off the path to
-    the first task (`DeferredSqlStore`, ADR 8); any other store now.
-    """
-    from headwater.metadata import open_store
-    from headwater.metadata.deferred import DeferredSqlStore
-    from headwater.metadata.reconcile import mark_dead_runs
-
-    if not isinstance(metadata, MetadataStore):
-        deferred = DeferredSqlStore.for_url(metadata or config.metadata_url())
-        if deferred is not None:
-            return deferred  # marks dead runs when it opens
-    store = metadata if isinstance(metadata, MetadataStore) else open_store(metadata)
-    mark_dead_runs(store)
-    return store
+    return open_run_stores(metadata)
 
 
 def run_ir(
@@ -282,7 +271,7 @@ def run_ir(
         run_dir = config.runs_dir() / run_id
         # Before the store is opened, so that nothing is recorded for a run that cannot start.
         _make_run_dir(run_dir)
-        store = open_metadata(metadata)
+        stores = open_metadata(metadata)
         context = RunContext(
             run_id=run_id,
             job_name=f"{ir.name}-{created:%Y%m%d%H%M%S}",
@@ -303,16 +292,21 @@ def run_ir(
             machine=machine,
         )
         pool = backend.admission(max_parallel=max_parallel, strict=strict_resources)
-        task_cache: TaskCache = cache or StoreTaskCache(store, artifacts)
+        task_cache: TaskCache = cache or StoreTaskCache(stores.recorder, artifacts)
         if resuming:
-            task_cache = ResumeCache(store, artifacts, run_id, task_cache)
+            task_cache = ResumeCache(stores.full(), artifacts, run_id, task_cache)
         loop = EngineLoop(
             machine,
             backend,
             pool,
             task_cache,
             enable_cache,
-            [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming, hooks=hooks), *hooks],
+            [
+                MetadataRecorder(
+                    stores.recorder, artifacts, ir, bound, resumed=resuming, hooks=hooks
+                ),
+                *hooks,
+            ],
             result,
             resume=resuming,
         )
@@ -369,7 +363,7 @@ def resume(
     """
     from headwater.spec.ir import parse_pipeline
 
-    store = open_metadata(metadata)
+    store = open_metadata(metadata).full()
     record = store.get_run(run_id)
     if record is None:
         raise NotFoundError(f"no run {run_id!r}: see `headwater runs list`")
