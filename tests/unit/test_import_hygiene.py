@@ -40,7 +40,8 @@ def test_run_imports_no_sqlalchemy_or_yaml_before_its_first_task(
     # for a .yaml file), fsspec and asyncio (remote stores) and logging come later if at all.
     statement = (
         "import headwater.cli.main, headwater.cli.progress, headwater.engine.runner, "
-        "headwater.executors.local, headwater.spec.loader, headwater.metadata.deferred"
+        "headwater.executors.local, headwater.spec.loader, headwater.metadata.recorder, "
+        "headwater.metadata.lite"
     )
     lazy = ("sqlalchemy", "alembic", "yaml", "fsspec", "asyncio", "logging", "kfp")
     assert imported_after(statement, lazy) == []

@@ -84,7 +84,10 @@ def resume(run_id: str, *, options: RunOptions | None = None, **settings: Any) -
     from headwater.spec.ir import parse_pipeline
 
     opts = RunOptions.build(options, **settings)
-    store = open_metadata(opts.metadata)
+    stores = open_metadata(opts.metadata)
+    # The run's writes still go through the recorder (stdlib SQLite, for the default store);
+    # reading and claiming the run need the full store.
+    store = stores.full()
     record = store.get_run(run_id)
     if record is None:
         raise NotFoundError(f"no run {run_id!r}: see `headwater runs list`")
@@ -98,7 +101,7 @@ def resume(run_id: str, *, options: RunOptions | None = None, **settings: Any) -
             parse_pipeline(doc),
             record.parameters,
             dataclasses.replace(
-                opts, pipeline_root=record.pipeline_root, metadata=store, cache=None
+                opts, pipeline_root=record.pipeline_root, metadata=stores, cache=None
             ),
             run_id=record.run_id,
         )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.artifacts.base import ArtifactStore
 from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.keys import cache_key
 from headwater.metadata.base import ArtifactRecord, EventRecord, MetadataStore
 from headwater.task import Launch, Outputs
+
+if TYPE_CHECKING:
+    from headwater.metadata.recorder import RunRecorder
 
 
 class StoreTaskCache(TaskCache):
@@ -25,7 +28,7 @@ class StoreTaskCache(TaskCache):
     its content changed since it was recorded, it is a miss.
     """
 
-    def __init__(self, store: MetadataStore, artifacts: ArtifactStore) -> None:
+    def __init__(self, store: RunRecorder, artifacts: ArtifactStore) -> None:
         self.store = store
         self.artifacts = artifacts
         # (uri, signature) -> digest: each state of an artifact is hashed once per process.

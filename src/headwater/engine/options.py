@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from headwater.engine.hooks import RunHooks
     from headwater.executors.base import Executor
     from headwater.metadata.base import MetadataStore
+    from headwater.metadata.recorder import RunStores
 
 __all__ = ["RunOptions"]
 
@@ -38,7 +39,8 @@ class RunOptions:
         pipeline_root: Artifact root, a directory or an fsspec URL such as `s3://bucket/x`
             (default `$HEADWATER_PIPELINE_ROOT`, else `$HEADWATER_HOME/artifacts`).
         metadata: A `MetadataStore` or SQLAlchemy URL (default `$HEADWATER_METADATA_URL`,
-            else SQLite at `$HEADWATER_HOME/metadata.db`).
+            else SQLite at `$HEADWATER_HOME/metadata.db`); `resume` passes the `RunStores`
+            it has opened.
         hooks: Observers of the run's lifecycle.
         install_packages: Install missing `packages_to_install` into cached environments.
         strict_resources: Fail a task that asks for more CPU, memory or accelerators than
@@ -51,7 +53,7 @@ class RunOptions:
     cache: TaskCache | None = None
     enable_cache: bool = True
     pipeline_root: str | None = None
-    metadata: MetadataStore | str | None = None
+    metadata: MetadataStore | RunStores | str | None = None
     hooks: Sequence[RunHooks] = ()
     install_packages: bool = False
     strict_resources: bool = False

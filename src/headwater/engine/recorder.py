@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from headwater.artifacts.base import ArtifactStore
     from headwater.engine.result import Run
     from headwater.engine.state import TaskRun
-    from headwater.metadata.base import MetadataStore
+    from headwater.metadata.recorder import RunRecorder
     from headwater.spec.ir import PipelineIR
     from headwater.task import Launch
 
@@ -38,7 +38,7 @@ class MetadataRecorder(RunHooks):
 
     def __init__(
         self,
-        store: MetadataStore,
+        store: RunRecorder,
         artifacts: ArtifactStore,
         ir: PipelineIR,
         parameters: dict[str, Any],

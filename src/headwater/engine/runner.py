@@ -31,6 +31,7 @@ from headwater.spec.types import coerce, protojson
 
 if TYPE_CHECKING:
     from headwater.artifacts.base import ArtifactStore
+    from headwater.metadata.recorder import RunStores
 
 __all__ = ["Run", "TaskInfo", "bind_arguments", "create_executor", "execute", "open_metadata"]
 
@@ -131,23 +132,11 @@ def create_executor(options: RunOptions) -> Executor:
     )
 
 
-def open_metadata(metadata: MetadataStore | str | None) -> MetadataStore:
-    """The metadata store to use, with runs whose engine died marked INTERRUPTED.
+def open_metadata(metadata: MetadataStore | RunStores | str | None) -> RunStores:
+    """The run's stores: see `headwater.metadata.recorder.open_run_stores`."""
+    from headwater.metadata.recorder import open_run_stores
 
-    An existing SQLite store at the newest schema is opened on first use, off the path to
-    the first task (`DeferredSqlStore`, ADR 8); any other store now.
-    """
-    from headwater.metadata import open_store
-    from headwater.metadata.deferred import DeferredSqlStore
-    from headwater.metadata.reconcile import mark_dead_runs
-
-    if not isinstance(metadata, MetadataStore):
-        deferred = DeferredSqlStore.for_url(metadata or config.metadata_url())
-        if deferred is not None:
-            return deferred  # marks dead runs when it opens
-    store = metadata if isinstance(metadata, MetadataStore) else open_store(metadata)
-    mark_dead_runs(store)
-    return store
+    return open_run_stores(metadata)
 
 
 def execute(
@@ -199,7 +188,7 @@ def execute(
         run_dir = config.runs_dir() / run_id
         # Before the store is opened, so that nothing is recorded for a run that cannot start.
         _make_run_dir(run_dir)
-        store = open_metadata(metadata)
+        stores = open_metadata(metadata)
         context = RunContext(
             run_id=run_id,
             job_name=f"{ir.name}-{created:%Y%m%d%H%M%S}",
@@ -221,16 +210,21 @@ def execute(
             describe=backend.describe,
         )
         pool = backend.admission(max_parallel=options.max_parallel, strict=options.strict_resources)
-        task_cache: TaskCache = options.cache or StoreTaskCache(store, artifacts)
+        task_cache: TaskCache = options.cache or StoreTaskCache(stores.recorder, artifacts)
         if resuming:
-            task_cache = ResumeCache(store, artifacts, run_id, task_cache)
+            task_cache = ResumeCache(stores.full(), artifacts, run_id, task_cache)
         loop = EngineLoop(
             machine,
             backend,
             pool,
             task_cache,
             options.enable_cache,
-            [MetadataRecorder(store, artifacts, ir, bound, resumed=resuming, hooks=hooks), *hooks],
+            [
+                MetadataRecorder(
+                    stores.recorder, artifacts, ir, bound, resumed=resuming, hooks=hooks
+                ),
+                *hooks,
+            ],
             result,
             resume=resuming,
         )
@@ -238,11 +232,11 @@ def execute(
         return result
 
 
-def _task_run_env(run_id: str, metadata: MetadataStore | str | None) -> dict[str, str]:
+def _task_run_env(run_id: str, metadata: MetadataStore | RunStores | str | None) -> dict[str, str]:
     """What every task is told of its run (`config.TASK_RUN_ENV`): its id and, unless the
     caller passed a store object (whose URL may hide a password), the store's URL."""
     env = {config.RUN_ID_ENV: run_id}
-    if not isinstance(metadata, MetadataStore):
+    if metadata is None or isinstance(metadata, str):
         env[config.METADATA_URL_ENV] = metadata or config.metadata_url()
     return env
 

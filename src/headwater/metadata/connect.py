@@ -1,10 +1,10 @@
-"""Opening a metadata database: URL checks, engines, SQLite settings, migration, transactions.
+"""Opening a metadata database: URL checks, engines, migration, transactions.
 
 `Database` is what `SqlMetadataStore` stands on. Opening one validates the URL (every
 failure is a one-line `StorageError` that hides the password), creates the engine, and
-migrates the schema to the newest revision (see `migrations`). SQLite runs in WAL mode with
-a 30 s busy timeout; write transactions start with `BEGIN IMMEDIATE`, so concurrent writers
-queue instead of failing, and are retried a few times if the database is still locked.
+migrates the schema to the newest revision (see `migrations`). A SQLite connection gets the
+settings in `sqlite` (WAL, a 30 s busy timeout, `BEGIN IMMEDIATE` for writes, so concurrent
+writers queue instead of failing); a write still locked is retried a few times.
 
 Opened `read_only`, a database is neither created nor migrated: a SQLite file is opened
 with `mode=ro`, and a schema other than the newest is refused in one line (reading commands
@@ -32,15 +32,10 @@ from sqlalchemy.exc import (
 from sqlalchemy.pool import StaticPool
 
 from headwater.errors import HeadwaterSystemError, NotFoundError, StorageError
-from headwater.metadata import migrations
+from headwater.metadata import migrations, sqlite
 from headwater.metadata.encoding import json_column
 
 T = TypeVar("T")
-
-#: Attempts for a write that finds the SQLite database locked past its busy timeout.
-WRITE_ATTEMPTS = 4
-#: How long (ms) SQLite waits on a lock before a statement fails with "database is locked".
-BUSY_TIMEOUT_MS = 30_000
 _URL_HELP = (
     "use 'sqlite:////absolute/path/metadata.db' or "
     "'postgresql+psycopg://user:password@host:5432/database' (set HEADWATER_METADATA_URL)"
@@ -129,8 +124,8 @@ class Database:
                 with self._serial or contextlib.nullcontext(), engine.begin() as conn:
                     return fn(conn)
             except OperationalError as exc:
-                if write and _is_locked(exc) and attempt < WRITE_ATTEMPTS:
-                    time.sleep(0.05 * 4**attempt)
+                if write and sqlite.is_locked(str(exc.orig)) and attempt < sqlite.WRITE_ATTEMPTS:
+                    time.sleep(sqlite.retry_delay(attempt))
                     continue
                 raise StorageError(
                     f"metadata store {self.url!r} failed: {first_line(exc)}: "
@@ -324,25 +319,16 @@ def _with_driver(url: URL) -> URL:
 
 
 def _configure_sqlite(engine: Engine, *, wal: bool) -> None:
-    """Pragmas on every connection; we issue BEGIN ourselves (IMMEDIATE for writes)."""
+    """`sqlite`'s settings on every connection, and its BEGIN for every transaction."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Autocommit at the driver level: pysqlite's own implicit BEGIN would be DEFERRED,
-        # and a deferred transaction that later writes can fail at once with "locked".
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        if wal:
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.close()
+        sqlite.configure(dbapi_connection, wal=wal)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get("headwater_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        conn.exec_driver_sql(sqlite.begin_statement(write=write))
 
 
 def _open_error(masked: str, exc: BaseException) -> StorageError:
@@ -366,8 +352,3 @@ def _open_error(masked: str, exc: BaseException) -> StorageError:
             "or use another metadata URL"
         )
     return StorageError(f"cannot open metadata store {masked!r}: {first_line(exc)}")
-
-
-def _is_locked(exc: OperationalError) -> bool:
-    text = str(exc.orig).lower()
-    return "database is locked" in text or "database is busy" in text

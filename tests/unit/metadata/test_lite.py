@@ -27,8 +27,8 @@ from headwater.metadata import (
     SqlMetadataStore,
     open_store,
 )
-from headwater.metadata.deferred import DeferredSqlStore
 from headwater.metadata.lite import SqliteWriter
+from headwater.metadata.recorder import RunStores, open_run_stores
 
 TABLES = ("pipelines", "runs", "executions", "artifacts", "events", "metrics")
 IR = {"pipelineInfo": {"name": "p"}, "root": {"dag": {"tasks": {}}}, "n": [1, 2.5, None]}
@@ -178,14 +178,14 @@ def test_the_same_cache_lookups(tmp_path: Path) -> None:
         store.record_event(EventRecord(newest, artifact, "INPUT", "in"))
         expected = store.cached_outputs("k")
     assert expected is not None and expected[0].id == newest and len(expected[1]) == 4
-    deferred = DeferredSqlStore.for_url(url)
-    assert deferred is not None
-    for reader in (lite, deferred):
+    stores = open_run_stores(url)
+    assert isinstance(stores.recorder, SqliteWriter)
+    for reader in (lite, stores.recorder):
         assert reader.cached_outputs("k") == expected
         assert reader.cached_outputs("other") is None
         assert reader.get_artifact("u1") == next(a for _, a in expected[1] if a.uri == "u1")
-    assert deferred._real is None
-    deferred.close()
+    assert not stores.full.is_open
+    stores.close()
     lite.close()
     sql.close()
 
@@ -289,54 +289,57 @@ def test_a_batch_that_sqlite_ended_writes_nothing_more(tmp_path: Path) -> None:
         assert run is not None and run.state == "RUNNING"
 
 
-def test_reads_inside_a_batch_see_its_writes(make_deferred: Callable[[], DeferredSqlStore]) -> None:
-    deferred = make_deferred()
-    with deferred.batch():
-        deferred.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
+def test_reads_inside_a_batch_see_its_writes(make_stores: Callable[[], RunStores]) -> None:
+    stores = make_stores()
+    writer = stores.recorder
+    with writer.batch():
+        writer.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
         done = ExecutionRecord(run_id="r1", task="t", state="SUCCEEDED", cache_key="k")
-        execution = deferred.record_execution(done)
-        deferred.record_artifact(ArtifactRecord(uri="u", producer=execution, digest="d"))
-        assert deferred.get_artifact("u") is not None
-        hit = deferred.cached_outputs("k")
+        execution = writer.record_execution(done)
+        writer.record_artifact(ArtifactRecord(uri="u", producer=execution, digest="d"))
+        assert writer.get_artifact("u") is not None
+        hit = writer.cached_outputs("k")
         assert hit is not None and hit[0].id == execution
-    assert deferred._real is None
+    assert not stores.full.is_open
 
 
 def test_a_failing_probe_falls_back_to_the_writer(
-    make_deferred: Callable[[], DeferredSqlStore],
+    make_stores: Callable[[], RunStores],
 ) -> None:
-    deferred = make_deferred()
-    deferred.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
-    deferred.record_artifact(ArtifactRecord(uri="u", digest="d"))
-    assert deferred._probe is not None
-    deferred._probe.close()  # any error of the probe's: this one is "closed database"
-    found = deferred.get_artifact("u")
+    stores = make_stores()
+    writer = stores.recorder
+    assert isinstance(writer, SqliteWriter)
+    writer.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
+    writer.record_artifact(ArtifactRecord(uri="u", digest="d"))
+    assert writer._reader is not None
+    writer._reader.close()  # any error of the probe's: this one is "closed database"
+    found = writer.get_artifact("u")
     assert found is not None and found.digest == "d"
-    assert deferred.cached_outputs("k") is None
-    assert deferred._real is None  # answered without SQLAlchemy, and without waiting
+    assert writer.cached_outputs("k") is None
+    assert not stores.full.is_open  # answered without SQLAlchemy, and without waiting
 
 
 def test_a_schema_changed_after_the_probe_is_not_written(
-    make_deferred: Callable[[], DeferredSqlStore], tmp_path: Path
+    make_stores: Callable[[], RunStores], tmp_path: Path
 ) -> None:
-    deferred = make_deferred()  # probed at the newest schema
+    writer = make_stores().recorder  # probed at the newest schema
     with sqlite3.connect(tmp_path / "md.db") as conn:  # then a newer Headwater migrates it
         conn.execute("UPDATE alembic_version SET version_num = '9999_future'")
     with pytest.raises(StorageError, match="9999_future"):
-        deferred.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
+        writer.create_run(RunRecord("r1", "p", "v", "RUNNING"), ir=IR)
     with sqlite3.connect(tmp_path / "md.db") as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
 
 
 @pytest.fixture
-def make_deferred(tmp_path: Path) -> Iterator[Callable[[], DeferredSqlStore]]:
-    made: list[DeferredSqlStore] = []
+def make_stores(tmp_path: Path) -> Iterator[Callable[[], RunStores]]:
+    made: list[RunStores] = []
 
-    def make() -> DeferredSqlStore:
+    def make() -> RunStores:
         url = f"sqlite:///{tmp_path / 'md.db'}"
         open_store(url).close()
-        store = DeferredSqlStore.for_url(url)
-        assert store is not None
+        store = open_run_stores(url)
+        assert isinstance(store.recorder, SqliteWriter)
         made.append(store)
         return store
 
@@ -436,12 +439,12 @@ def test_a_run_records_itself_without_sqlalchemy(tmp_path: Path) -> None:
 WRITER = textwrap.dedent(
     """
     import json, sys, time
-    from headwater.engine.runner import open_metadata
     from headwater.metadata.base import ExecutionRecord, RunRecord
+    from headwater.metadata.recorder import open_run_stores
 
     url, n, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-    store = open_metadata(url)
-    assert type(store).__name__ == "DeferredSqlStore", type(store)
+    store = open_run_stores(url).recorder
+    assert type(store).__name__ == "SqliteWriter", type(store)
     while time.time() < start:  # every writer starts at once
         time.sleep(0.001)
     run_id = f"run-{n}"

@@ -21,7 +21,7 @@ from store_scenarios import (
 )
 
 from headwater.errors import StorageError
-from headwater.metadata import MetadataStore, connect, open_store
+from headwater.metadata import MetadataStore, open_store, sqlite
 from headwater.metadata.connect import mask_url
 from headwater.metadata.sql import SqlMetadataStore
 
@@ -224,7 +224,7 @@ def test_writes_retry_while_the_database_is_locked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "md.db"
-    monkeypatch.setattr(connect, "BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(sqlite, "BUSY_TIMEOUT_MS", 50)
     with SqlMetadataStore(f"sqlite:///{path}") as store:
         add_run(store, "r")
         blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -243,8 +243,8 @@ def test_a_lock_held_too_long_is_a_storage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "md.db"
-    monkeypatch.setattr(connect, "BUSY_TIMEOUT_MS", 10)
-    monkeypatch.setattr(connect, "WRITE_ATTEMPTS", 2)
+    monkeypatch.setattr(sqlite, "BUSY_TIMEOUT_MS", 10)
+    monkeypatch.setattr(sqlite, "WRITE_ATTEMPTS", 2)
     with SqlMetadataStore(f"sqlite:///{path}") as store:
         blocker = sqlite3.connect(path, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")
