@@ -47,56 +47,42 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from headwater.errors import ResourceError, UserError
+from headwater import config
+from headwater._deps import require
+from headwater.errors import MissingDependencyError, ResourceError, UserError
 
 __all__ = ["cluster", "compute", "get_client", "gpu_workers", "settings_from_env"]
 
-SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
-PAUSED_TIMEOUT_ENV = "HEADWATER_DASK_PAUSED_TIMEOUT"
 _POLL_S = 0.5
-_MISSING = (
-    "headwater.compute needs Dask's distributed scheduler, which is not installed here: "
-    "pip install 'headwater[dask]'"
-)
 
 _lock = threading.Lock()
 _own: dict[str, Any] = {}  # the process's own cluster and client, made on first use
 
 
 def _distributed() -> Any:
-    try:
-        import distributed
-    except ImportError as exc:
-        raise UserError(_MISSING) from exc
-    return distributed
+    return require("distributed", "dask", "headwater.compute")
 
 
 def settings_from_env() -> dict[str, Any]:
-    """The cluster settings the task's environment gives (see the module's table)."""
-    env = os.environ
-    found: dict[str, Any] = {}
-    for key, name, kind in (
-        ("HEADWATER_DASK_WORKERS", "n_workers", int),
-        ("HEADWATER_DASK_THREADS", "threads_per_worker", int),
-        ("HEADWATER_DASK_MEMORY_LIMIT", "memory_limit", str),
-        ("HEADWATER_DASK_SPILL_DIR", "local_directory", str),
-        ("HEADWATER_DASK_DEVICE_MEMORY_LIMIT", "device_memory_limit", str),
-        ("HEADWATER_RMM_POOL_SIZE", "rmm_pool_size", str),
-    ):
-        text = env.get(key, "").strip()
-        if not text:
-            continue
-        try:
-            found[name] = kind(text)
-        except ValueError as exc:
-            raise UserError(f"{key}={text!r} is not a valid {kind.__name__}") from exc
-    return found
+    """The cluster settings the task's environment gives (see the module's table).
+
+    Raises:
+        ConfigError: One of them is not valid (a worker count that is not a whole number).
+    """
+    found = {
+        "n_workers": config.dask_workers(),
+        "threads_per_worker": config.dask_threads(),
+        "memory_limit": config.dask_memory_limit(),
+        "local_directory": config.dask_spill_dir(),
+        "device_memory_limit": config.dask_device_memory_limit(),
+        "rmm_pool_size": config.rmm_pool_size(),
+    }
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def get_client(**settings: Any) -> Any:
@@ -108,10 +94,11 @@ def get_client(**settings: Any) -> Any:
             False, or None to decide by the machine). Ignored when the run has a cluster.
 
     Raises:
-        UserError: `distributed` is not installed, or the run's scheduler cannot be reached.
+        MissingDependencyError: `distributed` is not installed.
+        UserError: The run's scheduler cannot be reached, or a setting is not valid.
     """
     distributed = _distributed()
-    address = os.environ.get(SCHEDULER_ENV, "").strip()
+    address = config.dask_scheduler()
     with _lock:
         client = _own.get("client")
         if client is not None and client.status == "running":
@@ -122,7 +109,7 @@ def get_client(**settings: Any) -> Any:
             except (OSError, TimeoutError) as exc:
                 raise UserError(
                     f"cannot reach the run's Dask scheduler at {address} ({exc}); is the "
-                    f"cluster still up? (unset {SCHEDULER_ENV} to use a local cluster)"
+                    f"cluster still up? (unset {config.DASK_SCHEDULER_ENV} to use a local cluster)"
                 ) from exc
         else:
             made = local_cluster(**{**settings_from_env(), **settings})
@@ -174,8 +161,8 @@ def local_cluster(
     """A LocalCluster of worker processes, or a LocalCUDACluster (one worker per GPU).
 
     Raises:
-        UserError: `gpu=True` on a machine without GPUs or without dask-cuda, or a setting
-            Dask refuses.
+        UserError: `gpu=True` on a machine without GPUs, or a setting Dask refuses.
+        MissingDependencyError: `gpu=True` without dask-cuda installed.
     """
     from headwater.machine import detect_gpus, machine_cpus
 
@@ -185,12 +172,12 @@ def local_cluster(
         if not gpus:
             raise UserError("gpu=True but this machine has no NVIDIA GPU visible")
         try:
-            from dask_cuda import LocalCUDACluster
-        except ImportError as exc:
+            dask_cuda = require("dask_cuda", "gpu", "gpu=True")
+        except MissingDependencyError:
             if gpu:
-                raise UserError("gpu=True needs dask-cuda: pip install 'headwater[gpu]'") from exc
+                raise
         else:
-            return LocalCUDACluster(
+            return dask_cuda.LocalCUDACluster(
                 CUDA_VISIBLE_DEVICES=",".join(gpus),
                 n_workers=n_workers or len(gpus),
                 threads_per_worker=threads_per_worker,
@@ -250,7 +237,7 @@ def compute(*collections: Any, client: Any = None, paused_timeout_s: float | Non
     """
     distributed = _distributed()
     client = client if client is not None else get_client()
-    limit = paused_timeout_s if paused_timeout_s is not None else _paused_timeout()
+    limit = paused_timeout_s if paused_timeout_s is not None else config.dask_paused_timeout_s()
     from dask.base import is_dask_collection
     from dask.delayed import delayed
 
@@ -276,7 +263,7 @@ def compute(*collections: Any, client: Any = None, paused_timeout_s: float | Non
                     f"tasks wait on paused workers ({stuck}); a worker pauses above 80% of its "
                     "memory limit. Give workers more memory (HEADWATER_DASK_MEMORY_LIMIT or "
                     "the cluster's --memory-limit), use smaller partitions, or raise "
-                    f"{PAUSED_TIMEOUT_ENV}"
+                    f"{config.DASK_PAUSED_TIMEOUT_ENV}"
                 )
         try:
             return tuple(client.gather(futures))
@@ -290,19 +277,6 @@ def compute(*collections: Any, client: Any = None, paused_timeout_s: float | Non
         for future in futures:
             if not future.done():
                 future.cancel()
-
-
-def _paused_timeout() -> float:
-    text = os.environ.get(PAUSED_TIMEOUT_ENV, "").strip()
-    if not text:
-        return 60.0
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise UserError(f"{PAUSED_TIMEOUT_ENV}={text!r} is not a number of seconds") from exc
-    if value <= 0:
-        raise UserError(f"{PAUSED_TIMEOUT_ENV}={text!r} must be a positive number of seconds")
-    return value
 
 
 def _stuck_on_paused(client: Any, keys: list[Any]) -> str | None:

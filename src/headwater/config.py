@@ -1,27 +1,101 @@
-"""Settings: where Headwater keeps its state, read from the environment when asked."""
+"""Settings: every `HEADWATER_*` environment variable, each read when its accessor is called.
+
+One accessor per variable; none is read at import time, so a value set after
+`import headwater` (a notebook, a test, a task's own environment) is the one used. A value
+that cannot be used raises `ConfigError`, one line of the same form for every variable::
+
+    HEADWATER_DASK_WORKERS='many' is not a valid int (a whole number, 1 or more): fix or unset it
+
+An empty or blank value means unset. The `*_ENV` constants are the variables' names, for code
+that sets them in a child process's environment. This module is stdlib-only: task processes,
+fork servers and Dask workers import it. README.md ("Settings") lists every variable.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
+from headwater.errors import ConfigError
+
+__all__ = [
+    "component_image",
+    "dask_device_memory_limit",
+    "dask_memory_limit",
+    "dask_paused_timeout_s",
+    "dask_scheduler",
+    "dask_spill_dir",
+    "dask_threads",
+    "dask_worker",
+    "dask_worker_timeout_s",
+    "dask_workers",
+    "ddp_start_timeout_s",
+    "envs_dir",
+    "home",
+    "metadata_url",
+    "pipeline_root",
+    "rmm_pool_size",
+    "run_id",
+    "runs_dir",
+    "s3_connect_timeout_s",
+    "s3_read_timeout_s",
+    "s3_retries",
+    "serve_changes",
+    "serve_config",
+    "token",
+]
+
+HOME_ENV = "HEADWATER_HOME"
+PIPELINE_ROOT_ENV = "HEADWATER_PIPELINE_ROOT"
 #: Set by the engine in every task's environment: the id of the task's run, and the URL of
 #: the metadata store recording it (where the run's own store has one). Neither is part of a
 #: task's cache key: they say where the task runs, not what it computes.
 RUN_ID_ENV = "HEADWATER_RUN_ID"
 METADATA_URL_ENV = "HEADWATER_METADATA_URL"
 TASK_RUN_ENV = (RUN_ID_ENV, METADATA_URL_ENV)
+#: The image compiled components name.
+COMPONENT_IMAGE_ENV = "HEADWATER_COMPONENT_IMAGE"
+#: Set for every task under `--executor dask`: the run's scheduler, and (for a task on a
+#: worker) that worker's address.
+DASK_SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
+DASK_WORKER_ENV = "HEADWATER_DASK_WORKER"
+DASK_WORKER_TIMEOUT_ENV = "HEADWATER_DASK_WORKER_TIMEOUT"
+DASK_WORKERS_ENV = "HEADWATER_DASK_WORKERS"
+DASK_THREADS_ENV = "HEADWATER_DASK_THREADS"
+DASK_MEMORY_LIMIT_ENV = "HEADWATER_DASK_MEMORY_LIMIT"
+DASK_SPILL_DIR_ENV = "HEADWATER_DASK_SPILL_DIR"
+DASK_DEVICE_MEMORY_LIMIT_ENV = "HEADWATER_DASK_DEVICE_MEMORY_LIMIT"
+RMM_POOL_SIZE_ENV = "HEADWATER_RMM_POOL_SIZE"
+DASK_PAUSED_TIMEOUT_ENV = "HEADWATER_DASK_PAUSED_TIMEOUT"
+DDP_START_TIMEOUT_ENV = "HEADWATER_DDP_START_TIMEOUT"
+S3_CONNECT_TIMEOUT_ENV = "HEADWATER_S3_CONNECT_TIMEOUT"
+S3_READ_TIMEOUT_ENV = "HEADWATER_S3_READ_TIMEOUT"
+S3_RETRIES_ENV = "HEADWATER_S3_RETRIES"
+TOKEN_ENV = "HEADWATER_TOKEN"
+#: Set by `headwater serve` for its worker processes: the server's config file, and the log
+#: through which workers share admin changes.
+SERVE_CONFIG_ENV = "HEADWATER_SERVE_CONFIG"
+SERVE_CHANGES_ENV = "HEADWATER_SERVE_CHANGES"
+#: Set in the environment of a process a task starts to outlive it (a model server); the fork
+#: server reads it from `/proc/PID/environ`, never from its own environment.
+SERVICE_ENV = "HEADWATER_SERVICE"
+
+DEFAULT_COMPONENT_IMAGE = "python:3.11-slim"
+
+
+# --- where Headwater keeps its state ----------------------------------------------------------
 
 
 def home() -> Path:
     """`HEADWATER_HOME`, default `~/.headwater`: runs, logs, artifacts and caches live here."""
-    value = os.environ.get("HEADWATER_HOME")
+    value = os.environ.get(HOME_ENV)
     return Path(value).expanduser() if value else Path.home() / ".headwater"
 
 
 def pipeline_root() -> str:
     """Where artifacts go: `HEADWATER_PIPELINE_ROOT`, default `$HEADWATER_HOME/artifacts`."""
-    return os.environ.get("HEADWATER_PIPELINE_ROOT") or str(home() / "artifacts")
+    return os.environ.get(PIPELINE_ROOT_ENV) or str(home() / "artifacts")
 
 
 def runs_dir() -> Path:
@@ -42,3 +116,159 @@ def metadata_url() -> str:
 def run_id() -> str | None:
     """The run this process is a task of (`HEADWATER_RUN_ID`, set by the engine); else None."""
     return os.environ.get(RUN_ID_ENV) or None
+
+
+# --- components --------------------------------------------------------------------------------
+
+
+def component_image() -> str:
+    """`HEADWATER_COMPONENT_IMAGE`: the image Headwater's components compile to name (default
+    `python:3.11-slim`, which installs Headwater from the package index when a pod starts)."""
+    return _text(COMPONENT_IMAGE_ENV) or DEFAULT_COMPONENT_IMAGE
+
+
+# --- Dask ---------------------------------------------------------------------------------------
+
+
+def dask_scheduler() -> str | None:
+    """`HEADWATER_DASK_SCHEDULER`: the Dask scheduler's address (`tcp://host:8786`), set by the
+    engine for every task under `--executor dask`; None: no cluster given."""
+    return _text(DASK_SCHEDULER_ENV)
+
+
+def dask_worker() -> str | None:
+    """`HEADWATER_DASK_WORKER`: the address of the Dask worker this task runs on, else None."""
+    return _text(DASK_WORKER_ENV)
+
+
+def dask_worker_timeout_s() -> float:
+    """`HEADWATER_DASK_WORKER_TIMEOUT`: seconds the dask executor waits for a first worker on a
+    scheduler that has none (default 60)."""
+    return _seconds(DASK_WORKER_TIMEOUT_ENV, 60.0, finite=False)
+
+
+def dask_paused_timeout_s() -> float:
+    """`HEADWATER_DASK_PAUSED_TIMEOUT`: seconds `headwater.compute.compute` waits while the work
+    is stuck on paused workers before it fails (default 60)."""
+    return _seconds(DASK_PAUSED_TIMEOUT_ENV, 60.0, finite=False)
+
+
+def dask_workers() -> int | None:
+    """`HEADWATER_DASK_WORKERS`: worker processes of a local cluster Headwater starts; None:
+    the caller's default."""
+    return _count(DASK_WORKERS_ENV, minimum=1)
+
+
+def dask_threads() -> int | None:
+    """`HEADWATER_DASK_THREADS`: threads per worker of a local cluster; None: the default."""
+    return _count(DASK_THREADS_ENV, minimum=1)
+
+
+def dask_memory_limit() -> str | None:
+    """`HEADWATER_DASK_MEMORY_LIMIT`: host memory per worker before spilling ("2GB", 0.4,
+    "auto"), as Dask parses it; None: Dask's default."""
+    return _text(DASK_MEMORY_LIMIT_ENV)
+
+
+def dask_spill_dir() -> str | None:
+    """`HEADWATER_DASK_SPILL_DIR`: where workers spill; None: the system's temp directory."""
+    return _text(DASK_SPILL_DIR_ENV)
+
+
+def dask_device_memory_limit() -> str | None:
+    """`HEADWATER_DASK_DEVICE_MEMORY_LIMIT`: GPU memory per worker before spilling to host, as
+    dask-cuda parses it; None: its default."""
+    return _text(DASK_DEVICE_MEMORY_LIMIT_ENV)
+
+
+def rmm_pool_size() -> str | None:
+    """`HEADWATER_RMM_POOL_SIZE`: an RMM pool per GPU worker ("8GB"); None: no pool."""
+    return _text(RMM_POOL_SIZE_ENV)
+
+
+# --- PyTorch ------------------------------------------------------------------------------------
+
+
+def ddp_start_timeout_s() -> float:
+    """`HEADWATER_DDP_START_TIMEOUT`: seconds the replicas of a `pytorch_job` on Dask may take
+    to start, all of them (default 120)."""
+    return _seconds(DDP_START_TIMEOUT_ENV, 120.0, finite=False)
+
+
+# --- S3 -----------------------------------------------------------------------------------------
+
+
+def s3_connect_timeout_s() -> float:
+    """`HEADWATER_S3_CONNECT_TIMEOUT`: seconds to open a connection to S3 (default 10)."""
+    return _seconds(S3_CONNECT_TIMEOUT_ENV, 10.0, finite=True)
+
+
+def s3_read_timeout_s() -> float:
+    """`HEADWATER_S3_READ_TIMEOUT`: seconds to wait for S3's next bytes (default 30)."""
+    return _seconds(S3_READ_TIMEOUT_ENV, 30.0, finite=True)
+
+
+def s3_retries() -> int:
+    """`HEADWATER_S3_RETRIES`: attempts of an S3 call after the first (default 2)."""
+    value = _count(S3_RETRIES_ENV, minimum=0, what="a whole number of retries (0 or more)")
+    return 2 if value is None else value
+
+
+# --- serving ------------------------------------------------------------------------------------
+
+
+def token() -> str | None:
+    """`HEADWATER_TOKEN`, as set (not stripped; "" when set empty), or None when unset: the
+    bearer token the model server and the UI require."""
+    return os.environ.get(TOKEN_ENV)
+
+
+def serve_config() -> str | None:
+    """`HEADWATER_SERVE_CONFIG`: the config file of a `headwater serve` worker, else None."""
+    return os.environ.get(SERVE_CONFIG_ENV) or None
+
+
+def serve_changes() -> str | None:
+    """`HEADWATER_SERVE_CHANGES`: the admin-change log `headwater serve` workers share, else
+    None."""
+    return os.environ.get(SERVE_CHANGES_ENV) or None
+
+
+# --- parsing ------------------------------------------------------------------------------------
+
+
+def _text(name: str) -> str | None:
+    """The variable's value stripped; None when unset, empty or blank."""
+    return os.environ.get(name, "").strip() or None
+
+
+def _seconds(name: str, default: float, *, finite: bool) -> float:
+    """A number of seconds above 0 (also infinity unless `finite`), or `default` when unset."""
+    text = _text(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or (finite and math.isinf(value)):
+        raise _bad(name, text, "a number of seconds above 0")
+    return value
+
+
+def _count(name: str, *, minimum: int, what: str = "") -> int | None:
+    """A whole number of at least `minimum`, or None when unset."""
+    text = _text(name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise _bad(name, text, what or f"a valid int (a whole number, {minimum} or more)")
+    return value
+
+
+def _bad(name: str, text: str, valid: str) -> ConfigError:
+    return ConfigError(f"{name}={text!r} is not {valid}: fix or unset it")

@@ -16,6 +16,7 @@ The tree::
     │   ├── RunClaimedError             resuming a run another engine is running (names pid@host)
     │   ├── PlatformError               a kfp-kubernetes setting we cannot honour (missing secret)
     │   ├── NotFoundError               an unknown run, artifact or execution id
+    │   ├── ConfigError                 a HEADWATER_* environment variable with a bad value
     │   └── InvalidArgumentError        an option out of range or not one of its choices
     │                                   (also ValueError)
     └── HeadwaterSystemError        our fault or the machine's; may be retryable
@@ -123,6 +124,11 @@ class PlatformError(UserError):
 
 class NotFoundError(UserError):
     """A run, artifact or execution id that does not exist."""
+
+
+class ConfigError(UserError):
+    """A `HEADWATER_*` environment variable whose value cannot be used; the message names the
+    variable, the value and what is valid (`headwater.config` reads them all)."""
 
 
 class InvalidArgumentError(UserError, ValueError):

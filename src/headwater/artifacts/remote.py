@@ -20,18 +20,18 @@ task is its log).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.errors import StorageError
+from headwater import config
+from headwater.errors import ConfigError, StorageError
 
-CONNECT_TIMEOUT_ENV = "HEADWATER_S3_CONNECT_TIMEOUT"
-READ_TIMEOUT_ENV = "HEADWATER_S3_READ_TIMEOUT"
-RETRIES_ENV = "HEADWATER_S3_RETRIES"
+CONNECT_TIMEOUT_ENV = config.S3_CONNECT_TIMEOUT_ENV
+READ_TIMEOUT_ENV = config.S3_READ_TIMEOUT_ENV
+RETRIES_ENV = config.S3_RETRIES_ENV
 
 #: Seconds a call waits before the first progress line, and between the next ones.
 FIRST_PROGRESS_S = 2.0
@@ -79,34 +79,15 @@ def s3_limits() -> S3Limits:
     Raises:
         StorageError: A setting is not a number, or out of range (timeouts > 0, retries >= 0).
     """
-    default = S3Limits()
-    return S3Limits(
-        connect_timeout=_seconds(CONNECT_TIMEOUT_ENV, default.connect_timeout),
-        read_timeout=_seconds(READ_TIMEOUT_ENV, default.read_timeout),
-        retries=_count(RETRIES_ENV, default.retries),
-    )
-
-
-def _seconds(name: str, default: float) -> float:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise StorageError(f"{name}={text!r} is not a number of seconds above 0: fix or unset it")
-    return value
-
-
-def _count(name: str, default: int) -> int:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    if not text.isdigit():
-        raise StorageError(f"{name}={text!r} is not a whole number of retries (0 or more)")
-    return int(text)
+        return S3Limits(
+            connect_timeout=config.s3_connect_timeout_s(),
+            read_timeout=config.s3_read_timeout_s(),
+            retries=config.s3_retries(),
+        )
+    except ConfigError as exc:
+        # A store that cannot be used as configured, as every other store setting.
+        raise StorageError(str(exc)) from exc
 
 
 @contextlib.contextmanager

@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
+from headwater._deps import require_installed
 from headwater.errors import (
     HeadwaterError,
     InvalidArgumentError,
-    MissingDependencyError,
     NotFoundError,
     UserError,
 )
@@ -243,13 +243,8 @@ def _url_host(host: str) -> str:
 
 
 def _require_tensorboard() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("tensorboard") is None:
-        raise MissingDependencyError(
-            "headwater tensorboard needs 'tensorboard'. Install it with: pip install "
-            "'headwater[torch]'"
-        )
+    # Checked, not imported: TensorBoard runs in a process of its own.
+    require_installed(["tensorboard"], "torch", "headwater tensorboard")
 
 
 def _check_free(host: str, port: int) -> None:

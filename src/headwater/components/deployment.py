@@ -27,16 +27,12 @@ endpoint may have been stopped since: a cache hit starts nothing.
 """
 
 # No `from __future__ import annotations`: KFP reads the parameter annotations as objects.
-import os
 from typing import NamedTuple
 
-from kfp import dsl
-
-#: The image the compiled component names (as `headwater.components.data` does).
-BASE_IMAGE = os.environ.get("HEADWATER_COMPONENT_IMAGE", "python:3.11-slim")
+from headwater.components._component import component
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=["headwater[serve]"])  # type: ignore[untyped-decorator]
+@component(packages_to_install=["headwater[serve]"])
 def deploy_model(
     model_name: str,
     model_version: int = 0,

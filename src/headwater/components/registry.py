@@ -19,17 +19,14 @@ version); registering the same URI under the same name again also returns its ve
 """
 
 # No `from __future__ import annotations`: KFP reads the parameter annotations as objects.
-import os
 from typing import NamedTuple, Optional
 
-from kfp import dsl
 from kfp.dsl import Input, Metrics, Model
 
-#: The image the compiled component names (as `headwater.components.data` does).
-BASE_IMAGE = os.environ.get("HEADWATER_COMPONENT_IMAGE", "python:3.11-slim")
+from headwater.components._component import component
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=["headwater"])  # type: ignore[untyped-decorator]
+@component(packages_to_install=["headwater"])
 def register_model(
     model: Input[Model],
     name: str,

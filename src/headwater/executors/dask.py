@@ -36,31 +36,26 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from headwater import config
+from headwater._deps import require
 from headwater.artifacts import is_remote_uri
-from headwater.errors import ExecutorLostError, ResourceError, UserError
+from headwater.errors import ExecutorLostError, MissingDependencyError, ResourceError, UserError
 from headwater.executors.base import Executor
 from headwater.task import Launch, TaskError, TaskResult
 
-#: The environment variable naming the scheduler when `--scheduler` is not given.
-SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
 #: Seconds to reach a scheduler before giving up (the unreachable-scheduler line).
 CONNECT_TIMEOUT_S = 2.0
-#: Seconds to wait for a first worker on a scheduler that has none yet.
-WORKER_TIMEOUT_S = float(os.environ.get("HEADWATER_DASK_WORKER_TIMEOUT", "60"))
 #: How long worker information is trusted before it is asked for again.
 _INFO_TTL_S = 1.0
-_MISSING_EXTRA = (
-    "the dask executor needs Dask's distributed scheduler, which is not installed here: "
-    "pip install 'headwater[dask]'"
-)
 
 
 def _distributed() -> Any:
     try:
-        import distributed
-    except ImportError as exc:
-        raise UserError(_MISSING_EXTRA) from exc
-    return distributed
+        return require("distributed", "dask", "the dask executor")
+    except MissingDependencyError as exc:
+        # Still a UserError: `--executor dask` without the extra exits 2, as
+        # tests/integration/test_dask_executor.py::test_missing_dask_extra_is_one_line pins.
+        raise UserError(str(exc)) from exc
 
 
 class DaskExecutor(Executor):
@@ -90,7 +85,7 @@ class DaskExecutor(Executor):
         self._cluster: Any = None
         self._own_client = True
         self._key = uuid.uuid4().hex[:12]
-        address = scheduler if scheduler is not None else os.environ.get(SCHEDULER_ENV) or None
+        address = scheduler if scheduler is not None else config.dask_scheduler()
         if isinstance(address, distributed.Client):
             self._client: Any = address
             self._own_client = False
@@ -330,13 +325,14 @@ class DaskExecutor(Executor):
         return self._info
 
     def _wait_for_workers(self) -> None:
+        timeout = config.dask_worker_timeout_s()
         try:
-            self._client.wait_for_workers(1, timeout=WORKER_TIMEOUT_S)
+            self._client.wait_for_workers(1, timeout=timeout)
         except (TimeoutError, OSError) as exc:
             raise UserError(
                 f"the Dask scheduler at {self.address} has no workers after "
-                f"{WORKER_TIMEOUT_S:g} s: start some (dask worker {self.address}), or set "
-                "HEADWATER_DASK_WORKER_TIMEOUT to wait longer"
+                f"{timeout:g} s: start some (dask worker {self.address}), or set "
+                f"{config.DASK_WORKER_TIMEOUT_ENV} to wait longer"
             ) from exc
 
     def resources_for(self, launch: Launch, *, strict: bool) -> tuple[dict[str, float], str | None]:
@@ -480,7 +476,7 @@ def _connect(distributed: Any, address: str) -> Any:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(
             f"cannot reach the Dask scheduler at {address} within {CONNECT_TIMEOUT_S:g} s "
-            f"({why}): start one (dask scheduler) or fix --scheduler / ${SCHEDULER_ENV}"
+            f"({why}): start one (dask scheduler) or fix --scheduler / ${config.DASK_SCHEDULER_ENV}"
         ) from exc
     return client
 
@@ -573,8 +569,7 @@ def _local_cluster() -> Any:
 
         # HEADWATER_DASK_WORKERS (as for `headwater.compute`) sets the count, e.g. to give each
         # replica of a DDP job its own worker on a small machine.
-        wanted = os.environ.get("HEADWATER_DASK_WORKERS", "").strip()
-        workers = int(wanted) if wanted.isdigit() and int(wanted) > 0 else max(1, cpus // 4)
+        workers = config.dask_workers() or max(1, cpus // 4)
         return LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=workers,
             threads_per_worker=max(1, 2 * cpus // workers),

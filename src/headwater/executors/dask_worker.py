@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from distributed import WorkerPlugin
 
+from headwater import config
 from headwater.errors import HeadwaterError, HeadwaterSystemError
 from headwater.task import Launch, TaskError, TaskResult
 
@@ -184,8 +185,8 @@ def run_attempt(
     # a PyTorchJob it launches puts rank 0 on this worker, beside the task.
     env = {
         **local.env,
-        "HEADWATER_DASK_SCHEDULER": str(worker.scheduler.address),
-        "HEADWATER_DASK_WORKER": str(worker.address),
+        config.DASK_SCHEDULER_ENV: str(worker.scheduler.address),
+        config.DASK_WORKER_ENV: str(worker.address),
     }
     local = dataclasses.replace(local, env=env)
     with contextlib.suppress(FileNotFoundError):

@@ -38,12 +38,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+# SERVICE_ENV, set in a process's environment when it starts, marks a service a task started
+# to outlive it (see the module docstring); its value names the service.
+from headwater.config import SERVICE_ENV as SERVICE_ENV
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
-#: Set in a process's environment when it starts, marks a service a task started to outlive
-#: it (see the module docstring); its value names the service.
-SERVICE_ENV = "HEADWATER_SERVICE"
 _SERVICE_MARK = SERVICE_ENV.encode() + b"="
 
 #: prctl(2), or None where there is none (not Linux): then only process groups are stopped.

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-
-from headwater.errors import MissingDependencyError
+from headwater._deps import require_installed
 
 #: What `pip install 'headwater[serve]'` brings, by import name.
 SERVE_MODULES = ("fastapi", "uvicorn", "numpy", "prometheus_client")
@@ -16,9 +14,4 @@ def require_serve() -> None:
     Raises:
         MissingDependencyError: One is missing; the message names it and the extra.
     """
-    missing = [m for m in SERVE_MODULES if importlib.util.find_spec(m) is None]
-    if missing:
-        raise MissingDependencyError(
-            f"The model server needs {', '.join(repr(m) for m in missing)}. Install it with: "
-            "pip install 'headwater[serve]'"
-        )
+    require_installed(SERVE_MODULES, "serve", "The model server")

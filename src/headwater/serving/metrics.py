@@ -29,7 +29,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from headwater.errors import MissingDependencyError
+from headwater._deps import require
 from headwater.serving.batching import BatchingPredictor
 from headwater.serving.observe import STAGES, ServingHooks
 
@@ -59,13 +59,9 @@ class PrometheusHooks(ServingHooks):
     """
 
     def __init__(self, repository: ModelRepository) -> None:
-        try:
-            from prometheus_client import CollectorRegistry, Counter, Histogram
-        except ImportError as exc:
-            raise MissingDependencyError(
-                "Server metrics need 'prometheus-client'. Install it with: "
-                "pip install 'headwater[serve]'"
-            ) from exc
+        require("prometheus_client", "serve", "The server's metrics", package="prometheus-client")
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
         self.repository = repository
         self.registry = CollectorRegistry(auto_describe=True)
         labels = ["model_name", "model_version"]

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from headwater.config import SERVE_CHANGES_ENV, SERVE_CONFIG_ENV, serve_changes, serve_config
 from headwater.errors import UserError
 from headwater.serving.config import ServerConfig
 from headwater.serving.repository import ModelRepository
@@ -36,9 +37,9 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 #: Names the JSON file holding a `ServerConfig` for the worker processes.
-CONFIG_ENV = "HEADWATER_SERVE_CONFIG"
+CONFIG_ENV = SERVE_CONFIG_ENV
 #: Names the file the worker processes share their admin changes through (`ChangeLog`).
-CHANGES_ENV = "HEADWATER_SERVE_CHANGES"
+CHANGES_ENV = SERVE_CHANGES_ENV
 #: The import string uvicorn's workers build their app with.
 APP_FACTORY = "headwater.serving.server:app_from_environment"
 #: Seconds a stopping server waits for requests in flight.
@@ -130,14 +131,15 @@ def app_from_environment() -> FastAPI:
     from headwater.serving.admin import change_log
     from headwater.serving.app import create_app
 
-    path = os.environ.get(CONFIG_ENV)
+    path = serve_config()
     if not path:
         raise UserError(f"{CONFIG_ENV} is not set: start workers with headwater serve")
     config = ServerConfig.from_json(json.loads(Path(path).read_text()))
     repository = build_repository(config)
     changes = None
-    if os.environ.get(CHANGES_ENV):
-        changes = change_log(os.environ[CHANGES_ENV], repository)
+    shared = serve_changes()
+    if shared:
+        changes = change_log(shared, repository)
         changes.start()
     return create_app(
         repository,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-from headwater.errors import MissingDependencyError
+from headwater import _deps
 
 _MODULES = ("fastapi", "uvicorn", "jinja2", "markdown")
 
@@ -22,9 +21,4 @@ def require_ui() -> None:
 
 def require(name: str) -> ModuleType:
     """Import `name`, or raise `MissingDependencyError` naming the `ui` extra."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        raise MissingDependencyError(
-            f"the web UI needs {name!r}. Install it with: pip install 'headwater[ui]'"
-        ) from exc
+    return _deps.require(name, "ui", "the web UI")

@@ -6,7 +6,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from headwater.errors import InvalidArgumentError, MissingDependencyError
+from headwater._deps import require
+from headwater.errors import InvalidArgumentError
 
 BACKENDS = ("pandas", "cudf")
 #: `dask.config` schedulers that mean "compute here, without a cluster" (tests, notebooks).
@@ -15,13 +16,9 @@ _LOCAL_SCHEDULERS = ("sync", "synchronous", "single-threaded", "threads", "threa
 
 def dask() -> Any:
     """`dask`, or a MissingDependencyError naming the extra."""
-    try:
-        import dask
-        import dask.dataframe
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "Headwater's data components need Dask. Install it with: pip install 'headwater[dask]'"
-        ) from exc
+    require("dask.dataframe", "dask", "Headwater's data library", package="dask")
+    import dask
+
     return dask
 
 
@@ -55,13 +52,12 @@ def choose_backend(client: Any, backend: str | None) -> str:
             f"unknown backend {backend!r} (known: auto, {', '.join(BACKENDS)})"
         )
     if backend == "cudf":
-        try:
-            import dask_cudf  # noqa: F401
-        except ImportError as exc:
-            raise MissingDependencyError(
-                "backend 'cudf' needs RAPIDS cuDF and dask_cudf on a machine with an NVIDIA "
-                "GPU: pip install 'headwater[gpu]' plus cudf/dask-cudf for your CUDA version"
-            ) from exc
+        require(
+            "dask_cudf",
+            "gpu",
+            "backend 'cudf' (RAPIDS cuDF, on an NVIDIA GPU)",
+            install="pip install 'headwater[gpu]' plus cudf/dask-cudf for your CUDA version",
+        )
     return backend
 
 

@@ -7,18 +7,15 @@ Headwater installed: set `HEADWATER_COMPONENT_IMAGE` when compiling (default
 """
 
 # No `from __future__ import annotations`: KFP reads the parameter annotations as objects.
-import os
-
-from kfp import dsl
 from kfp.dsl import Dataset, Input, Markdown, Output
 
-#: The image the compiled components name; build one with Headwater installed for speed.
-BASE_IMAGE = os.environ.get("HEADWATER_COMPONENT_IMAGE", "python:3.11-slim")
+from headwater.components._component import component
+
 #: What a pod without Headwater installs first (Headwater checks it is installed instead).
 PACKAGES = ["headwater[dask]"]
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def generate_higgs(
     data: Output[Dataset], rows: int, seed: int = 0, partition_size_mb: int = 100
 ) -> None:
@@ -28,7 +25,7 @@ def generate_higgs(
     data.metadata.update(generate(data.path, rows, seed=seed, partition_size_mb=partition_size_mb))
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def ingest(
     source: str,
     data: Output[Dataset],
@@ -54,7 +51,7 @@ def ingest(
     )
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def preprocess(
     data: Input[Dataset],
     train: Output[Dataset],
@@ -84,7 +81,7 @@ def preprocess(
         artifact.metadata.update({"rows": done["rows"][split], "columns": done["columns"]})
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def groupby_summary(
     data: Input[Dataset],
     table: Output[Dataset],

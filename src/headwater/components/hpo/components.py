@@ -9,19 +9,17 @@ on Kubeflow or Vertex AI Pipelines given an image with Headwater installed: set
 """
 
 # No `from __future__ import annotations`: KFP reads the parameter annotations as objects.
-import os
 from typing import NamedTuple
 
-from kfp import dsl
 from kfp.dsl import Artifact, Input, Markdown, Output
 
-#: The image the compiled components name; build one with Headwater installed for speed.
-BASE_IMAGE = os.environ.get("HEADWATER_COMPONENT_IMAGE", "python:3.11-slim")
+from headwater.components._component import component
+
 #: What a pod without Headwater installs first (Headwater checks it is installed instead).
 PACKAGES = ["headwater[hpo]"]
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def create_experiment(
     parameters: list,  # type: ignore[type-arg]
     objective: str,
@@ -63,7 +61,7 @@ def create_experiment(
     )
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def suggest_trials(
     experiment: Input[Artifact],
     updated_experiment: Output[Artifact],
@@ -82,7 +80,7 @@ def suggest_trials(
     return trials
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def complete_trials(
     experiment: Input[Artifact],
     results: list,  # type: ignore[type-arg]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.models.libraries import captum, require_torch, torch
+from headwater._deps import require
+from headwater.models.libraries import TORCH_INSTALL, captum, torch
 
 __all__ = ["captum", "lightning", "torch"]
 
@@ -16,4 +17,4 @@ __all__ = ["captum", "lightning", "torch"]
 def lightning() -> Any:
     """`lightning.pytorch`, or a MissingDependencyError naming the extra."""
     _ = torch()
-    return require_torch("lightning.pytorch", "Lightning training needs")
+    return require("lightning.pytorch", "torch", "Lightning training", install=TORCH_INSTALL)

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from headwater.errors import MissingDependencyError
+from headwater._deps import require
 
 #: Lines kept from each of a replica's streams for the error message.
 TAIL_LINES = 40
@@ -420,14 +420,7 @@ def remote_replica(spec: dict[str, Any], blob: bytes | None) -> dict[str, Any]:
 
 def distributed_module() -> Any:
     """`distributed`, or a MissingDependencyError naming the extra."""
-    try:
-        import distributed
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "pytorch_job on Dask (HEADWATER_DASK_SCHEDULER is set) needs 'distributed'. "
-            "Install it with: pip install 'headwater[dask]'"
-        ) from exc
-    return distributed
+    return require("distributed", "dask", "pytorch_job on Dask (HEADWATER_DASK_SCHEDULER is set)")
 
 
 def cancelled_task(worker: Any, key: Any) -> bool:

@@ -8,19 +8,17 @@ Kubeflow or Vertex AI Pipelines given an image with Headwater installed: set
 """
 
 # No `from __future__ import annotations`: KFP reads the parameter annotations as objects.
-import os
 from typing import Optional
 
-from kfp import dsl
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
 
-#: The image the compiled components name; build one with Headwater installed for speed.
-BASE_IMAGE = os.environ.get("HEADWATER_COMPONENT_IMAGE", "python:3.11-slim")
+from headwater.components._component import component
+
 #: What a pod without Headwater installs first (Headwater checks it is installed instead).
 PACKAGES = ["headwater[torch]"]
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def prepare_digits(
     data: Output[Dataset],
     test_fraction: float = 0.2,
@@ -37,7 +35,7 @@ def prepare_digits(
     return sizes["train"]
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def train_lightning(
     module: str,
     model: Output[Model],
@@ -127,7 +125,7 @@ def train_lightning(
     return float(result.objective) if result.objective is not None else 0.0
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def evaluate_lightning(
     model: Input[Model],
     data_module: str,
@@ -162,7 +160,7 @@ def evaluate_lightning(
     return float(scored.accuracy)
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def explain_model(
     model: Input[Model],
     examples: Input[Dataset],
@@ -196,7 +194,7 @@ def explain_model(
     return len(found.predictions)
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def pytorch_job(
     function: str,
     output: Output[Artifact],

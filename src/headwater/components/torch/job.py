@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from headwater import config
 from headwater.components.torch._replica import (
     POLL_S,
     STOP_GRACE_S,
@@ -63,10 +64,6 @@ from headwater.errors import InvalidArgumentError, ResourceError, UserError
 
 __all__ = ["launch"]
 
-SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
-WORKER_ENV = "HEADWATER_DASK_WORKER"
-START_TIMEOUT_ENV = "HEADWATER_DDP_START_TIMEOUT"
-_DEFAULT_START_TIMEOUT_S = 120.0
 #: How long remote replicas get to report back once stopped (after their SIGTERM grace).
 _REMOTE_STOP_S = 10.0
 
@@ -119,10 +116,12 @@ def launch(
     """
     _check(target, kwargs, replicas, threads_per_replica, files)
     say = _locked(log or _print)
-    address = os.environ.get(SCHEDULER_ENV, "").strip()
+    address = config.dask_scheduler()
     with _sigterm_exits():
         if address:
-            timeout = start_timeout_s if start_timeout_s is not None else _start_timeout()
+            timeout = (
+                start_timeout_s if start_timeout_s is not None else config.ddp_start_timeout_s()
+            )
             job = _DaskJob(address, target, kwargs, replicas, say)
             return job.run(list(files), threads_per_replica, dict(resources or {}), timeout)
         return _run_local(target, kwargs, replicas, threads_per_replica, resources or {}, say)
@@ -178,19 +177,6 @@ def _locked(log: Callable[[str], None]) -> Callable[[str], None]:
             log(line)
 
     return say
-
-
-def _start_timeout() -> float:
-    text = os.environ.get(START_TIMEOUT_ENV, "").strip()
-    if not text:
-        return _DEFAULT_START_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise UserError(f"{START_TIMEOUT_ENV}={text!r} is not a number of seconds") from exc
-    if value <= 0:
-        raise UserError(f"{START_TIMEOUT_ENV}={text!r} must be a positive number of seconds")
-    return value
 
 
 @contextlib.contextmanager
@@ -436,7 +422,7 @@ class _DaskJob:
         except (OSError, TimeoutError) as exc:
             raise UserError(
                 f"cannot reach the run's Dask scheduler at {self.address} ({exc}); is the "
-                f"cluster still up? (unset {SCHEDULER_ENV} to run the replicas here)"
+                f"cluster still up? (unset {config.DASK_SCHEDULER_ENV} to run the replicas here)"
             ) from exc
         stop = distributed.Event(f"{self.topic}-stop", client=client)
         try:
@@ -464,7 +450,7 @@ class _DaskJob:
 
         info = client.scheduler_info(n_workers=-1)["workers"]
         busy = {a: len(keys) for a, keys in client.processing().items()}
-        own = os.environ.get(WORKER_ENV, "").strip() or None
+        own = config.dask_worker()
         self.workers, local_rank0 = place(info, busy, self.world, resources, own)
         first = self.workers[0]
         master = get_address_host(first)
@@ -659,7 +645,7 @@ class _DaskJob:
         return ResourceError(
             f"{which} {', '.join(map(str, waiting))} of {self.world} did not start within "
             f"{timeout_s:g} s: {'; '.join(parts)}; the workers are busy: free them, or raise "
-            f"{START_TIMEOUT_ENV}; the other replicas were stopped"
+            f"{config.DDP_START_TIMEOUT_ENV}; the other replicas were stopped"
         )
 
     def _stop(self, client: Any, stop: Any) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.errors import MissingDependencyError
+from headwater._deps import require
 from headwater.models.libraries import xgboost
 
 __all__ = ["xgboost", "xgboost_dask"]
@@ -16,11 +16,4 @@ __all__ = ["xgboost", "xgboost_dask"]
 def xgboost_dask() -> Any:
     """`xgboost.dask`, or a MissingDependencyError naming the extras."""
     _ = xgboost()
-    try:
-        import xgboost.dask as dxgb
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "XGBoost on Dask needs 'xgboost' and Dask's distributed scheduler. Install them "
-            "with: pip install 'headwater[dask,xgboost]'"
-        ) from exc
-    return dxgb
+    return require("xgboost.dask", "dask,xgboost", "XGBoost on Dask", package="distributed")

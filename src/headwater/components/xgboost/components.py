@@ -7,18 +7,15 @@ compiling (default `python:3.11-slim`, which installs `headwater[dask,xgboost]` 
 """
 
 # No `from __future__ import annotations`: KFP reads the parameter annotations as objects.
-import os
-
-from kfp import dsl
 from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
 
-#: The image the compiled components name; build one with Headwater installed for speed.
-BASE_IMAGE = os.environ.get("HEADWATER_COMPONENT_IMAGE", "python:3.11-slim")
+from headwater.components._component import component
+
 #: What a pod without Headwater installs first (Headwater checks it is installed instead).
 PACKAGES = ["headwater[dask,xgboost]"]
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def train_xgboost(
     train: Input[Dataset],
     validation: Input[Dataset],
@@ -68,7 +65,7 @@ def train_xgboost(
     return result.workers
 
 
-@dsl.component(base_image=BASE_IMAGE, packages_to_install=PACKAGES)  # type: ignore[untyped-decorator]
+@component(packages_to_install=PACKAGES)
 def evaluate_classifier(
     model: Input[Model],
     test: Input[Dataset],

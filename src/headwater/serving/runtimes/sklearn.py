@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from headwater.errors import MissingDependencyError, UserError
+from headwater._deps import require
+from headwater.errors import UserError
 from headwater.serving.runtimes.base import ModelMetadata, ModelRuntime
 from headwater.serving.tensors import TensorSpec, datatype_of
 
@@ -42,13 +43,13 @@ class SklearnRuntime(ModelRuntime):
 
     def load(self) -> None:
         """Unpickle the estimator and work out its features and outputs."""
-        try:
-            import joblib
-        except ImportError as exc:
-            raise MissingDependencyError(
-                "Serving scikit-learn models needs 'scikit-learn'. Install it with: "
-                "pip install 'headwater[serve]' scikit-learn"
-            ) from exc
+        joblib = require(
+            "joblib",
+            "serve",
+            "Serving scikit-learn models",
+            package="scikit-learn",
+            install="pip install 'headwater[serve]' scikit-learn",
+        )
         path = _model_file(Path(str(self.source.path)))
         try:
             model = joblib.load(path)
