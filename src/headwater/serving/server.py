@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from headwater.errors import UserError
+from headwater.security import check_bind
 from headwater.serving.config import ServerConfig
 from headwater.serving.repository import ModelRepository
-from headwater.serving.security import check_bind
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

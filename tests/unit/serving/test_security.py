@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from headwater.errors import UserError
+from headwater.security import check_bind, is_loopback
 from headwater.serving.app import create_app
-from headwater.serving.security import check_bind, is_loopback
 
 from .helpers import client
 
