@@ -171,8 +171,7 @@ def _local_logdir(
     slot: str, uri: str, scratch: Callable[[], str], metadata: MetadataArg
 ) -> str | None:
     """The local folder of the artifact at `uri` if it holds event files; None otherwise."""
-    from headwater.artifacts import is_remote_uri
-    from headwater.artifacts.base import local_path
+    from headwater.paths import is_remote_uri, local_path
 
     path = local_path(uri)
     if path is None and is_remote_uri(uri) and _marked_as_logs(slot, uri, metadata):
