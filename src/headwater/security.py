@@ -10,14 +10,13 @@ TensorBoard (`headwater tensorboard`) share these rules:
   in constant time (`tokens_match`).
 
 TensorBoard has no login, so `headwater tensorboard` listens on loopback only and needs no
-middleware. This module imports no web library: `TokenAuth` is plain ASGI, and the cookie
+middleware. Every CLI command imports this module to build its parser, so it imports only
+`os` up front. It imports no web library: `TokenAuth` is plain ASGI, and the cookie
 login that only the UI (a Starlette app) uses imports Starlette when a request needs it.
 """
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import os
 from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
@@ -61,6 +60,8 @@ def read_token(given: str | None = None) -> str | None:
 
 def is_loopback(host: str) -> bool:
     """True if `host` is a loopback address (127.0.0.0/8, ::1, `[::1]`) or `localhost`."""
+    import ipaddress
+
     if host.strip().lower() in ("localhost", "localhost."):
         return True
     try:
@@ -90,6 +91,8 @@ def check_bind(host: str, token: str | None, *, exposes: str = "call your models
 
 def tokens_match(given: str | bytes, token: str) -> bool:
     """True if `given` is `token`, compared in constant time; an empty `given` never is."""
+    import hmac
+
     sent = given.encode() if isinstance(given, str) else given
     return bool(sent) and hmac.compare_digest(sent, token.encode())
 
