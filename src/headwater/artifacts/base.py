@@ -31,6 +31,8 @@ import stat
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from headwater.paths import local_path
+
 #: Bytes read at a time when hashing.
 CHUNK = 1 << 20
 
@@ -58,13 +60,6 @@ def hash_stream(h: Any, stream: Any) -> int:
         h.update(chunk)
         size += len(chunk)
     return size
-
-
-def local_path(uri: str) -> str | None:
-    """The local path of a plain path or `file://` URI; None for a remote URI."""
-    if uri.startswith("file://"):
-        return uri[len("file://") :]
-    return None if "://" in uri else uri
 
 
 def walk_files(top: str) -> Iterator[tuple[str, str, os.stat_result]]:

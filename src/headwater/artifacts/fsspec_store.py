@@ -16,7 +16,6 @@ import contextlib
 import importlib.util
 import os
 import posixpath
-import re
 import shutil
 import stat
 import tempfile
@@ -35,6 +34,7 @@ from headwater.artifacts.base import (
 )
 from headwater.artifacts.remote import S3Limits, s3_limits, waiting
 from headwater.errors import HeadwaterError, StorageError
+from headwater.paths import resolve_inside, scheme_of
 
 KNOWN_SCHEMES = ("file", "s3", "gs", "memory")
 #: Schemes a pipeline root may use: every process of a run (the engine, each task) sees the
@@ -45,7 +45,6 @@ _ROOT_HELP = "use a directory, s3://bucket/prefix or gs://bucket/prefix"
 
 # scheme -> (module fsspec needs, the headwater extra that installs it)
 _BACKENDS = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs")}
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _FORBIDDEN_IN_PART = ("/", "\\", "\0")
 
 # check() must fail in seconds on an unreachable endpoint: one attempt, short timeouts.
@@ -57,17 +56,6 @@ _CHECK_CONFIG = {
 }
 
 _stores: dict[tuple[str, str | None], FsspecArtifactStore] = {}
-
-
-def scheme_of(uri: str) -> str:
-    """The URI's scheme, `file` for a plain path."""
-    match = _SCHEME.match(uri)
-    return match.group(1).lower() if match else "file"
-
-
-def is_remote_uri(uri: str) -> bool:
-    """True if `uri` is not on this machine's disk (anything but a path or `file://`)."""
-    return scheme_of(uri) != "file"
 
 
 def s3_endpoint() -> str | None:
@@ -341,12 +329,13 @@ class FsspecArtifactStore(ArtifactStore):
         return normalised if self.scheme == "memory" else normalised.lstrip("/")
 
     def _inside(self, uri: str, action: str) -> str:
-        """The backend path of `uri` after normalising it, if it lies strictly inside the root."""
+        """The backend path of `uri` after normalising it, if it lies strictly inside the root
+        (a local one after resolving symlinks: a link under the root cannot lead out of it)."""
         scheme = scheme_of(uri)
         if scheme == self.scheme:
             if scheme == "file":
                 path = os.path.abspath(uri[len("file://") :] if uri.startswith("file://") else uri)
-                if path != self.root and os.path.commonpath([self.root, path]) == self.root:
+                if resolve_inside(path, [self.root], strict=True) is not None:
                     return path
             else:
                 path = _normalise_remote(uri, scheme)

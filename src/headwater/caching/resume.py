@@ -9,6 +9,7 @@ from headwater.artifacts.base import ArtifactStore, walk_tree
 from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.store import StoreTaskCache, outputs_of
 from headwater.metadata.base import ExecutionRecord, MetadataStore
+from headwater.paths import local_path
 from headwater.task import Launch
 
 
@@ -55,10 +56,8 @@ def _same_inputs(launch: Launch, earlier: ExecutionRecord) -> bool:
     finished = earlier.finished_at or 0.0
     for spec in (inputs.get("artifacts") or {}).values():
         for art in spec.get("artifacts", []):
-            uri = str(art.get("uri", ""))
-            if "://" in uri and not uri.startswith("file://"):
-                continue
-            if _changed_after(uri.removeprefix("file://"), finished):
+            path = local_path(str(art.get("uri", "")))
+            if path is not None and _changed_after(path, finished):
                 return False
     return True
 

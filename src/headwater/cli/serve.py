@@ -10,18 +10,15 @@ The server libraries are imported only when the command runs.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import InvalidArgumentError
+from headwater.security import TOKEN_ENV, check_bind, read_token
 from headwater.serving.config import DEFAULT_MAX_LATENCY_MS
 
 if TYPE_CHECKING:
     from headwater.serving.config import Batching, Canary
-
-#: Where the token is read from when --token is not given (`ps` shows command lines).
-TOKEN_ENV = "HEADWATER_TOKEN"
 
 
 def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -93,10 +90,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     require_serve()
     from headwater.serving.config import ServerConfig
     from headwater.serving.resolve import resolve_all
-    from headwater.serving.security import check_bind
     from headwater.serving.server import serve
 
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    token = read_token(args.token)
     check_bind(args.host, token)
     if not 0 <= args.port <= 65535:
         raise InvalidArgumentError(f"--port must be from 0 to 65535, got {args.port}")

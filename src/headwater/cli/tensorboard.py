@@ -47,7 +47,6 @@ EVENTS_PREFIX = "events.out.tfevents"
 LOGS_FORMAT = "tensorboard-logs"
 #: Seconds TensorBoard may take to answer after it starts (it loads plugins first).
 START_TIMEOUT_S = 120.0
-_LOOPBACK_NAMES = ("localhost",)
 
 
 # subprocess, socket and the like are imported where used: every CLI command imports this
@@ -172,8 +171,7 @@ def _local_logdir(
     slot: str, uri: str, scratch: Callable[[], str], metadata: MetadataArg
 ) -> str | None:
     """The local folder of the artifact at `uri` if it holds event files; None otherwise."""
-    from headwater.artifacts import is_remote_uri
-    from headwater.artifacts.base import local_path
+    from headwater.paths import is_remote_uri, local_path
 
     path = local_path(uri)
     if path is None and is_remote_uri(uri) and _marked_as_logs(slot, uri, metadata):
@@ -217,19 +215,15 @@ def _names(tasks: list[TaskDetails]) -> str:
 
 def _loopback(host: str) -> str:
     """`host` if it is a loopback address or name; TensorBoard has no login to guard more."""
-    import ipaddress
+    from headwater.security import is_loopback
 
-    try:
-        loopback = host in _LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
+    if not is_loopback(host):
         raise InvalidArgumentError(
             f"--host {host!r} is not a loopback address: TensorBoard has no login, so headwater "
             "serves it on 127.0.0.1, ::1 or localhost only; from another machine, use a tunnel "
             "(ssh -L 6006:127.0.0.1:6006 THIS_HOST)"
         )
-    return host
+    return host.strip("[]")  # `[::1]` is how a URL writes ::1; sockets take it bare
 
 
 def _port(port: int) -> int:

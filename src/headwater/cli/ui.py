@@ -8,15 +8,11 @@ on stderr and exit code 2. The web libraries are imported only when the command 
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import os
 import sys
 from typing import Any
 
 from headwater.errors import InvalidArgumentError
-
-#: Where the token is read from when --token is not given (`ps` shows command lines).
-TOKEN_ENV = "HEADWATER_TOKEN"
+from headwater.security import TOKEN_ENV, check_bind, read_token
 
 
 def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -36,34 +32,10 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     )
 
 
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse a non-loopback `host` without a token.
-
-    Raises:
-        InvalidArgumentError: With the fix (give --token or $HEADWATER_TOKEN).
-    """
-    if token is None and not is_loopback(host):
-        raise InvalidArgumentError(
-            f"--host {host} is reachable from other machines: give --token T (or set "
-            f"{TOKEN_ENV}) so that only those with the token can see the runs, or bind "
-            "127.0.0.1"
-        )
-
-
 def cmd_ui(args: argparse.Namespace) -> int:
     """`headwater ui`: serve until interrupted."""
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    check_bind(args.host, token)
+    token = read_token(args.token)
+    check_bind(args.host, token, exposes="see your runs")
     if not 0 <= args.port <= 65535:
         raise InvalidArgumentError(f"--port must be from 0 to 65535, got {args.port}")
     from headwater.ui import create_app

@@ -27,8 +27,8 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from headwater.artifacts.fsspec_store import is_remote_uri
 from headwater.errors import OutputError
+from headwater.paths import is_remote_uri, resolve_inside
 from headwater.task import Launch, Outputs
 
 #: The ExecutorOutput KFP's executor writes in the task root, before the launcher settles it.
@@ -85,15 +85,15 @@ def collect_outputs(launch: Launch) -> Outputs:
 
 
 def within(uri: str, root: str) -> bool:
-    """True if `uri` lies strictly inside the pipeline root `root` (a directory or a URL)."""
+    """True if `uri` lies strictly inside the pipeline root `root` (a directory or a URL; a
+    local `uri` after resolving `..` and symlinks)."""
     if not root:
         return False
     if is_remote_uri(root):
         return uri.startswith(root.rstrip("/") + "/") and ".." not in uri.split("/")
     if is_remote_uri(uri):
         return False
-    path, base = os.path.abspath(uri), os.path.abspath(root)
-    return path != base and os.path.commonpath([path, base]) == base
+    return resolve_inside(uri, [root], strict=True) is not None
 
 
 def output_plan(

@@ -15,29 +15,13 @@ import time
 from typing import Any
 
 from headwater.metadata.base import ExecutionRecord, MetadataStore, RunRecord
+from headwater.processes import process_alive
 
 #: The error recorded on a task that was RUNNING when its engine died.
 INTERRUPTED_TASK_ERROR: dict[str, Any] = {
     "error_type": "Interrupted",
     "message": "the engine stopped before the task finished",
 }
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A killed engine whose parent has not reaped it yet still answers kill(0): a zombie.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def engine_dead(run: RunRecord) -> bool:
@@ -49,7 +33,7 @@ def engine_dead(run: RunRecord) -> bool:
         run.state == "RUNNING"
         and run.engine_host == socket.gethostname()
         and run.engine_pid != os.getpid()
-        and not _alive(run.engine_pid)
+        and not process_alive(run.engine_pid)
     )
 
 

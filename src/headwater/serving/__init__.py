@@ -10,7 +10,6 @@ The modules, from the wire inwards::
     routing      ProtocolRoutes: the V1/V2 routes called without FastAPI's routing
     v1, v2       the protocols' routes and payload conversions
     wire         bounded JSON bodies, JSON answers, {"error": ...}
-    security     loopback by default, bearer tokens (TokenAuth)
     observe      ServingHooks (metrics seam) and the request-observing middleware
     context      ServingContext: one prediction's call path, stage timing
     predictor    Predictor / ThreadPredictor: inference off the event loop (batching seam)

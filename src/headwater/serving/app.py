@@ -6,7 +6,8 @@
     # uvicorn.run(app, host="127.0.0.1", port=8080), or httpx.ASGITransport(app) in tests
 
 The layers, outermost first: `ObserveRequests` (timing, the version header, hooks, a JSON
-500 for anything unexpected), `TokenAuth` when there is a token, `ProtocolRoutes` (the V1
+500 for anything unexpected), `headwater.security.TokenAuth` when there is a token (every
+request but the V2 health probes needs it; see `OPEN_PATHS`), `ProtocolRoutes` (the V1
 and V2 routes, called without FastAPI's routing machinery), then FastAPI with the same
 routes, the admin API (`headwater.serving.admin`) and `/metrics` (`headwater.serving.metrics`).
 Every error is `{"error": "..."}`: FastAPI's own 404/405 and 422 answers are replaced.
@@ -25,22 +26,32 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Scope
 
 from headwater import __version__
 from headwater.errors import HeadwaterError, InvalidArgumentError, UserError
+from headwater.security import TokenAuth
 from headwater.serving import v1, v2
 from headwater.serving.admin import ChangeLog, admin_router
 from headwater.serving.config import DEFAULT_MAX_BODY_BYTES
 from headwater.serving.context import ServingContext
-from headwater.serving.errors import InvalidInputError, ModelNotFoundError, ProtocolError
+from headwater.serving.errors import (
+    InvalidInputError,
+    ModelNotFoundError,
+    ProtocolError,
+    UnauthorizedError,
+)
 from headwater.serving.observe import ObserveRequests, ServingHooks
 from headwater.serving.repository import ModelRepository
 from headwater.serving.routing import ProtocolRoutes
-from headwater.serving.security import TokenAuth
 from headwater.serving.source import ModelSource
 from headwater.serving.wire import error_response
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "OPEN_PATHS", "create_app"]
+
+#: Paths served without the token: the V2 health probes, which say nothing about any model
+#: and which load balancers and orchestrators call without credentials.
+OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready"})
 
 
 def create_app(
@@ -111,7 +122,7 @@ def create_app(
         ProtocolRoutes, routes=protocol_routes, exception_handlers=app.exception_handlers
     )  # added first: innermost of ours, behind the token check
     if token:
-        app.add_middleware(TokenAuth, token=token)
+        app.add_middleware(TokenAuth, token=token, refuse=_refuse, open_paths=OPEN_PATHS)
     app.add_middleware(ObserveRequests, hooks=hooks)  # added last: outermost
     return app
 
@@ -131,6 +142,16 @@ def _load(models: Iterable[str | ModelSource]) -> ModelRepository:
 
     sources = [m if isinstance(m, ModelSource) else resolve(m) for m in models]
     return ModelRepository.from_sources(sources)
+
+
+def _refuse(scope: Scope, missing: bool) -> Response:
+    """The 401 `{"error": ...}` (with `WWW-Authenticate: Bearer`) for a request without the
+    token (`missing`) or with another."""
+    if missing:
+        return error_response(
+            UnauthorizedError("this server needs a token: send 'Authorization: Bearer <token>'")
+        )
+    return error_response(UnauthorizedError("the bearer token is not this server's"))
 
 
 async def _protocol_error(request: Request, exc: Exception) -> Response:

@@ -180,8 +180,8 @@ def _fetch(
 ) -> tuple[str, str]:
     """The framework and local path of the artifact at `uri`, downloaded if it is remote."""
     from headwater import config
-    from headwater.artifacts import is_remote_uri, store_for
-    from headwater.artifacts.base import local_path
+    from headwater.artifacts import store_for
+    from headwater.paths import is_remote_uri, local_path
 
     if not is_remote_uri(uri):
         path = Path(local_path(uri) or uri).expanduser()

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING
 
 from headwater.config import SERVE_CHANGES_ENV, SERVE_CONFIG_ENV, serve_changes, serve_config
 from headwater.errors import UserError
+from headwater.security import check_bind
 from headwater.serving.config import ServerConfig
 from headwater.serving.repository import ModelRepository
-from headwater.serving.security import check_bind
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

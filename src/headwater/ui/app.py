@@ -1,24 +1,25 @@
 """The UI's FastAPI app: the JSON API, the pages, the static files, token checks, errors.
 
-With a token, every request must carry it: `Authorization: Bearer T` (API clients), or the
-`headwater_token` cookie that a page visit with `?token=T` sets once (HttpOnly,
-SameSite=Strict) before redirecting to the same URL without it. Errors are JSON
+With a token, every request must carry it (`headwater.security.TokenAuth`):
+`Authorization: Bearer T` (API clients), or the `headwater_token` cookie that a page visit
+with `?token=T` sets once (HttpOnly, SameSite=Strict) before redirecting to the same URL
+without it. Errors are JSON
 `{"error": "..."}` under `/api/`, and a short HTML page elsewhere; never a traceback.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 from headwater.errors import HeadwaterError, NotFoundError, UserError
+from headwater.security import TokenAuth
 
 if TYPE_CHECKING:
     from fastapi import FastAPI, Request
     from starlette.responses import Response
+    from starlette.types import Scope
 
 __all__ = ["COOKIE", "SECURITY_HEADERS", "STATIC", "create_app"]
 
@@ -70,12 +71,12 @@ def create_app(metadata_url: str | None = None, token: str | None = None) -> Fas
     app.include_router(page_routes.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
-    @app.middleware("http")
-    async def check_token(request: Request, call_next: Any) -> Response:
-        if token is None:
-            response: Response = await call_next(request)
-        else:
-            response = await _with_token(request, call_next, token)
+    if token is not None:
+        app.add_middleware(TokenAuth, token=token, refuse=_refuse, cookie=COOKIE)
+
+    @app.middleware("http")  # added after TokenAuth: outside it, so on refusals too
+    async def security_headers(request: Request, call_next: Any) -> Response:
+        response: Response = await call_next(request)
         response.headers.update(SECURITY_HEADERS)
         return response
 
@@ -115,29 +116,12 @@ def error_response(request: Request, code: int, message: str) -> Response:
     return HTMLResponse(render("error.html", code=code, message=message), status_code=code)
 
 
-async def _with_token(request: Request, call_next: Any, token: str) -> Response:
-    from starlette.responses import RedirectResponse
+def _refuse(scope: Scope, missing: bool) -> Response:
+    from starlette.requests import Request
 
-    given = request.query_params.get("token")
-    if given is not None and _same(given, token) and request.method == "GET":
-        rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-        target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
-        response = RedirectResponse(target, status_code=303)
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
-        return response
-    header = request.headers.get("authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and _same(value.strip(), token):
-        return await call_next(request)  # type: ignore[no-any-return]
-    if _same(request.cookies.get(COOKIE, ""), token):
-        return await call_next(request)  # type: ignore[no-any-return]
     return error_response(
-        request,
+        Request(scope),
         401,
         "this server needs its token: send 'Authorization: Bearer TOKEN', or open a page "
         "once with ?token=TOKEN",
     )
-
-
-def _same(given: str, token: str) -> bool:
-    return bool(given) and hmac.compare_digest(given.encode(), token.encode())

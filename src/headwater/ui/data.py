@@ -114,7 +114,7 @@ def log_path(run_id: str, task: str, *, metadata: str | None) -> Path:
             of those folders.
     """
     from headwater import config
-    from headwater.ui.paths import resolve_inside
+    from headwater.paths import resolve_inside
 
     run = get_run(run_id, metadata=metadata)
     for t in run.tasks:

@@ -16,7 +16,7 @@ from typing import Any
 
 from headwater.api.artifacts import ArtifactInfo
 from headwater.errors import UserError
-from headwater.ui.paths import is_remote, resolve_inside
+from headwater.paths import is_remote_uri, resolve_inside
 
 __all__ = ["MAX_ROWS", "MAX_TEXT", "PathOutsideStoreError", "confined_path", "preview"]
 
@@ -34,7 +34,7 @@ def confined_path(uri: str, roots: list[str]) -> Path | None:
     Raises:
         PathOutsideStoreError: The path (after resolving `..` and symlinks) leaves the roots.
     """
-    if is_remote(uri):
+    if is_remote_uri(uri):
         return None
     path = resolve_inside(uri, list(roots))
     if path is None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from headwater.api.artifacts import ArtifactInfo
 from headwater.errors import NotFoundError
-from headwater.ui.paths import is_remote, resolve_inside
+from headwater.paths import is_remote_uri, resolve_inside
 
 __all__ = ["MAX_TRACES", "find_traces", "media_type", "trace_file"]
 
@@ -83,7 +83,7 @@ def media_type(name: str) -> str:
 
 
 def _local_base(art: ArtifactInfo, roots: list[str]) -> Path | None:
-    if is_remote(art.uri):
+    if is_remote_uri(art.uri):
         return None
     return resolve_inside(art.uri, list(roots))
 

@@ -1,43 +1,14 @@
-"""Loopback by default; elsewhere a bearer token on every request but the health probes."""
+"""A bearer token on every request but the health probes (bind rules: tests/unit/test_security)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import pytest
 
-from headwater.errors import UserError
 from headwater.serving.app import create_app
-from headwater.serving.security import check_bind, is_loopback
 
 from .helpers import client
-
-
-@pytest.mark.parametrize(
-    ("host", "loopback"),
-    [
-        ("127.0.0.1", True),
-        ("127.8.9.1", True),
-        ("::1", True),
-        ("[::1]", True),
-        ("localhost", True),
-        ("0.0.0.0", False),
-        ("::", False),
-        ("192.168.1.4", False),
-        ("myhost.example", False),
-    ],
-)
-def test_loopback_hosts(host: str, loopback: bool) -> None:
-    assert is_loopback(host) is loopback
-
-
-def test_a_non_loopback_host_needs_a_token() -> None:
-    check_bind("127.0.0.1", None)
-    check_bind("0.0.0.0", "t0ken")
-    refused = re.escape("refusing to serve on '0.0.0.0' without a token")
-    with pytest.raises(UserError, match=refused):
-        check_bind("0.0.0.0", None)
 
 
 @pytest.mark.anyio
