@@ -17,10 +17,10 @@ login that only the UI (a Starlette app) uses imports Starlette when a request n
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
 
+from headwater import config
 from headwater.errors import InvalidArgumentError
 
 __all__ = [
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 #: The environment variable a token is read from (safer than --token, which `ps` shows).
-TOKEN_ENV = "HEADWATER_TOKEN"
+TOKEN_ENV = config.TOKEN_ENV
 
 # The ASGI types, as Starlette spells them (`starlette.types`), without importing it.
 Scope = MutableMapping[str, Any]
@@ -55,7 +55,7 @@ def read_token(given: str | None = None) -> str | None:
     Returns:
         The token, or None when neither is set (an empty value counts as unset).
     """
-    return given or os.environ.get(TOKEN_ENV) or None
+    return given or config.token() or None
 
 
 def is_loopback(host: str) -> bool:

@@ -43,8 +43,9 @@ from headwater.endpoints.settings import DeploySettings
 from headwater.errors import InvalidArgumentError, NotFoundError, UserError
 from headwater.executors.forkserver import SERVICE_ENV
 from headwater.metadata.base import EndpointRecord, MetadataStore
+from headwater.processes import process_alive, process_start
+from headwater.security import check_bind, read_token
 from headwater.serving.resolve import NAME_PATTERN, resolve
-from headwater.serving.security import TOKEN_ENV, check_bind
 
 #: How long `deploy` waits for a new server to answer ready (loading torch takes a while).
 READY_TIMEOUT_S = 300.0
@@ -98,7 +99,7 @@ def deploy(
             f"endpoint name {name!r} must be letters, digits and '_.-' (it goes into URLs)"
         )
     settings.check()
-    check_bind(settings.host, os.environ.get(TOKEN_ENV) or None)
+    check_bind(settings.host, read_token())
     source = resolve(f"{name}={spec}", metadata=store)
     # Pin a registry name to the version it names now, so the server serves what we record;
     # a file by its absolute path (the server's working directory may not be ours).
@@ -176,13 +177,13 @@ def state_of(record: EndpointRecord) -> str:
     if record.state == "stopped":
         return "stopped"
     if record.host == socket.gethostname():
-        return "running" if _alive(record.pid, record.started) else "exited"
+        return "running" if process_alive(record.pid, record.started) else "exited"
     return "running" if _ready(record.url, timeout=2.0, path="/v2/health/live") else "unreachable"
 
 
 def stop_process(record: EndpointRecord, *, timeout: float = STOP_TIMEOUT_S) -> bool:
     """SIGTERM the server's process group, SIGKILL it after `timeout`; True if it was alive."""
-    if record.host != socket.gethostname() or not _alive(record.pid, record.started):
+    if record.host != socket.gethostname() or not process_alive(record.pid, record.started):
         return False
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(record.pid, signal.SIGTERM)
@@ -190,12 +191,12 @@ def stop_process(record: EndpointRecord, *, timeout: float = STOP_TIMEOUT_S) -> 
     while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):  # our child (deployed from here): reap it
             os.waitpid(record.pid, os.WNOHANG)
-        if not _alive(record.pid, record.started):
+        if not process_alive(record.pid, record.started):
             return True
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(record.pid, signal.SIGKILL)
-    while _alive(record.pid, record.started) and time.monotonic() < deadline + 5:
+    while process_alive(record.pid, record.started) and time.monotonic() < deadline + 5:
         time.sleep(0.05)
     return True
 
@@ -214,36 +215,6 @@ def _locked(name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def process_start(pid: int) -> str:
-    """The start time of process `pid` in clock ticks since boot, "" if unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rpartition(b")")[2].split()
-    except OSError:
-        return ""
-    return fields[19].decode() if len(fields) > 19 else ""
-
-
-def _alive(pid: int, started: str) -> bool:
-    """True if `pid` is a live process (not a zombie) that started at `started` (if known)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rpartition(b")")[2].split()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    if not fields or fields[0] in (b"Z", b"X"):
-        return False
-    return not started or (len(fields) > 19 and fields[19].decode() == started)
 
 
 def _start(
@@ -371,7 +342,7 @@ def _ready(url: str, *, timeout: float = 1.0, path: str = "/v2/health/ready") ->
 
 def _request(url: str, body: dict[str, Any] | None = None, *, timeout: float = 60.0) -> Any:
     headers = {"Content-Type": "application/json"}
-    token = os.environ.get(TOKEN_ENV)
+    token = read_token()
     if token:
         headers["Authorization"] = f"Bearer {token}"
     data = None if body is None else json.dumps(body).encode()
@@ -421,7 +392,6 @@ def _port_of(url: str) -> int:
 __all__ = [
     "deploy",
     "endpoints_dir",
-    "process_start",
     "state_of",
     "stop",
     "stop_process",

@@ -76,9 +76,9 @@ def endpoints(registry: Path) -> dict[str, int]:
     import sys
 
     from headwater import config
-    from headwater.endpoints.supervisor import process_start
     from headwater.metadata import open_store
     from headwater.metadata.base import EndpointRecord
+    from headwater.processes import process_start
 
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                            capture_output=True, text=True, check=True)  # fmt: skip
