@@ -8,18 +8,17 @@ stays cheap.
 The S3 endpoint comes from `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL`, as for the AWS CLI and
 MinIO clients; credentials and region come from botocore's usual chain (`AWS_ACCESS_KEY_ID`,
 `AWS_SECRET_ACCESS_KEY`, `AWS_DEFAULT_REGION`, profiles).
+
+Opening a root's filesystem and translating its errors live in `fsspec_backends`; copying,
+listing and signing file trees in `fsspec_trees`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import posixpath
-import shutil
-import stat
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from headwater.artifacts.base import (
@@ -32,8 +31,27 @@ from headwater.artifacts.base import (
     stat_signature,
     walk_files,
 )
-from headwater.artifacts.remote import S3Limits, s3_limits, waiting
-from headwater.errors import HeadwaterError, StorageError
+from headwater.artifacts.fsspec_backends import (
+    BACKENDS,
+    CHECK_CONFIG,
+    bucket_errors,
+    check_local_root,
+    describe_location,
+    local_errors,
+    open_filesystem,
+    require_backend,
+    s3_endpoint,
+    translated_errors,
+)
+from headwater.artifacts.fsspec_trees import (
+    copy_local,
+    info_or_none,
+    object_signature,
+    remote_files,
+    remove_local,
+)
+from headwater.artifacts.remote import S3Limits, s3_limits
+from headwater.errors import StorageError
 from headwater.paths import resolve_inside, scheme_of
 
 KNOWN_SCHEMES = ("file", "s3", "gs", "memory")
@@ -43,30 +61,9 @@ KNOWN_SCHEMES = ("file", "s3", "gs", "memory")
 SHARED_SCHEMES = ("file", "s3", "gs")
 _ROOT_HELP = "use a directory, s3://bucket/prefix or gs://bucket/prefix"
 
-# scheme -> (module fsspec needs, the headwater extra that installs it)
-_BACKENDS = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs")}
 _FORBIDDEN_IN_PART = ("/", "\\", "\0")
 
-# check() must fail in seconds on an unreachable endpoint: one attempt, short timeouts.
-_CHECK_TIMEOUT_S = 3
-_CHECK_CONFIG = {
-    "connect_timeout": _CHECK_TIMEOUT_S,
-    "read_timeout": _CHECK_TIMEOUT_S,
-    "retries": {"total_max_attempts": 1},
-}
-
 _stores: dict[tuple[str, str | None], FsspecArtifactStore] = {}
-
-
-def s3_endpoint() -> str | None:
-    """The S3 endpoint botocore would pick from the environment, None for AWS's own.
-
-    `AWS_ENDPOINT_URL_S3` wins over `AWS_ENDPOINT_URL`; both are off when
-    `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS` is true, as in botocore.
-    """
-    if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() == "true":
-        return None
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
 def store_for(root: str) -> ArtifactStore:
@@ -124,12 +121,12 @@ class FsspecArtifactStore(ArtifactStore):
             self._root_path = self.root
         else:
             self._root_path = _normalise_remote(root, scheme)
-            if scheme in _BACKENDS and self._root_path == "/":
+            if scheme in BACKENDS and self._root_path == "/":
                 raise StorageError(
                     f"artifact root {root!r} names no bucket: use {scheme}://<bucket>[/prefix]"
                 )
             self.root = f"{scheme}://{self._root_path[1:]}"
-            self._require_backend()
+            require_backend(scheme, self.root)
         self._fs: Any = None
         self._fs_pid = 0
         self._limits: S3Limits | None = None
@@ -158,8 +155,8 @@ class FsspecArtifactStore(ArtifactStore):
                 f"would be lost: {_ROOT_HELP}"
             )
         if self.scheme == "file":
-            self._check_local()
-        elif self.scheme in _BACKENDS:
+            check_local_root(self.root)
+        elif self.scheme in BACKENDS:
             self._check_bucket()
 
     def uri_for(self, *parts: str) -> str:
@@ -211,8 +208,8 @@ class FsspecArtifactStore(ArtifactStore):
         if not os.path.exists(local_path):
             raise StorageError(f"cannot upload {local_path!r} to {uri!r}: it does not exist")
         if self.scheme == "file":
-            with _local_errors("upload", uri):
-                _copy_local(local_path, target)
+            with local_errors("upload", uri):
+                copy_local(local_path, target)
             return
         fs = self._filesystem()
         with self._translate("upload to", uri):
@@ -237,21 +234,21 @@ class FsspecArtifactStore(ArtifactStore):
         if store.scheme == "file":
             if not os.path.exists(path):
                 raise StorageError(f"cannot download {uri!r}: nothing is there")
-            with _local_errors("download", uri):
-                _copy_local(path, os.path.abspath(local_path))
+            with local_errors("download", uri):
+                copy_local(path, os.path.abspath(local_path))
             return
         fs = store._filesystem()
         with store._translate("download", uri):
-            info = _info(fs, path)
+            info = info_or_none(fs, path)
             if info is None:
                 raise StorageError(f"cannot download {uri!r}: nothing is there")
-            _remove_local(local_path)
+            remove_local(local_path)
             if info["type"] != "directory":
                 os.makedirs(os.path.dirname(os.path.abspath(local_path)), exist_ok=True)
                 fs.get_file(path, local_path)
                 return
             os.makedirs(local_path, exist_ok=True)
-            files = [(rel, full) for rel, full, _ in _remote_files(fs, path)]
+            files = [(rel, full) for rel, full, _ in remote_files(fs, path)]
             if files:
                 fs.get(
                     [full for _, full in files],
@@ -266,8 +263,8 @@ class FsspecArtifactStore(ArtifactStore):
         """
         target = self._inside(uri, "delete")
         if self.scheme == "file":
-            with _local_errors("delete", uri):
-                _remove_local(target)
+            with local_errors("delete", uri):
+                remove_local(target)
             return
         with self._translate("delete", uri):
             self._remove(target)
@@ -287,16 +284,16 @@ class FsspecArtifactStore(ArtifactStore):
         h = new_hash()
         size = 0
         with store._translate("digest", uri):
-            info = _info(fs, path)
+            info = info_or_none(fs, path)
             if info is None:
                 return None
             if info["type"] != "directory":
-                signature = _object_signature([("", info)])
+                signature = object_signature([("", info)])
                 with fs.open(path, "rb", block_size=CHUNK) as fh:
                     size = hash_stream(h, fh)
             else:
-                files = _remote_files(fs, path)
-                signature = _object_signature([(rel, found) for rel, _, found in files])
+                files = remote_files(fs, path)
+                signature = object_signature([(rel, found) for rel, _, found in files])
                 for rel, full, _ in files:
                     h.update(rel.encode() + b"\0")
                     with fs.open(full, "rb", block_size=CHUNK) as fh:
@@ -315,12 +312,12 @@ class FsspecArtifactStore(ArtifactStore):
             return stat_signature(path)
         fs = store._filesystem()
         with store._translate("check", uri):
-            info = _info(fs, path)
+            info = info_or_none(fs, path)
             if info is None:
                 return None
             if info["type"] != "directory":
-                return _object_signature([("", info)])
-            return _object_signature([(rel, found) for rel, _, found in _remote_files(fs, path)])
+                return object_signature([("", info)])
+            return object_signature([(rel, found) for rel, _, found in remote_files(fs, path)])
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -358,16 +355,11 @@ class FsspecArtifactStore(ArtifactStore):
         normalised = _normalise_remote(uri, scheme)
         if scheme == self.scheme:
             return self, self._to_fs_path(normalised)
-        bucket = normalised.split("/")[1] if scheme in _BACKENDS else ""
+        bucket = normalised.split("/")[1] if scheme in BACKENDS else ""
         other = _cached_store(f"{scheme}://{bucket}")
         return other, other._to_fs_path(normalised)
 
     # -- backends ---------------------------------------------------------------------------
-
-    def _require_backend(self) -> None:
-        backend = _BACKENDS.get(self.scheme)
-        if backend is not None and importlib.util.find_spec(backend[0]) is None:
-            raise StorageError(_missing_backend(self.root, *backend))
 
     def _filesystem(self) -> Any:
         """This store's fsspec filesystem, made anew in a forked child.
@@ -381,36 +373,17 @@ class FsspecArtifactStore(ArtifactStore):
         return self._fs
 
     def _new_filesystem(self, **options: Any) -> Any:
-        import fsspec
-
-        # Our own instance: fsspec's instance cache would hand a store another endpoint's
-        # client, and a listings cache would hide what task processes uploaded.
-        kwargs: dict[str, Any] = {"skip_instance_cache": True}
-        if self.scheme in _BACKENDS:
-            kwargs["use_listings_cache"] = False
         if self.scheme == "s3":
-            if self.endpoint:
-                kwargs["endpoint_url"] = self.endpoint
             # Bounded calls (see `remote`): botocore's timeouts and retries, read now, so a
             # task process applies the settings it inherited.
             self._limits = s3_limits()
-            kwargs["config_kwargs"] = self._limits.botocore_config()
-        kwargs.update(options)
-        try:
-            fs = fsspec.filesystem(self.scheme, **kwargs)
-        except ImportError as exc:
-            module, extra = _BACKENDS.get(self.scheme, (self.scheme, "all"))
-            raise StorageError(_missing_backend(self.root, module, extra)) from exc
-        if self.scheme == "s3":
-            fs.retries = 1  # s3fs's own loop would multiply botocore's attempts
-        return fs
+        limits = self._limits if self.scheme == "s3" else None
+        return open_filesystem(
+            self.scheme, self.root, endpoint=self.endpoint, limits=limits, **options
+        )
 
     def _where(self) -> str:
-        if self.scheme == "s3":
-            return self.endpoint or "the default AWS S3 endpoint"
-        if self.scheme == "gs":
-            return "Google Cloud Storage"
-        return "memory"
+        return describe_location(self.scheme, self.endpoint)
 
     def _remove(self, path: str) -> None:
         fs = self._filesystem()
@@ -419,189 +392,26 @@ class FsspecArtifactStore(ArtifactStore):
 
     @contextlib.contextmanager
     def _translate(self, action: str, uri: str) -> Iterator[None]:
-        # Backends raise their own zoo (botocore, aiohttp, google-auth, OSError); a caller
-        # sees one StorageError with a one-line reason. A call that waits says so as it goes.
         if self.scheme == "s3":
             self._filesystem()  # reads the limits, if this process has not yet
         limits = self._limits if self.scheme == "s3" else None
-        bound = "" if limits is None else f"gives up after about {limits.bound_s:g} s"
-        try:
-            with waiting(f"{action} {uri!r} at {self._where()}", bound or "no time limit"):
-                yield
-        except HeadwaterError:
-            raise
-        except Exception as exc:
-            hint = ""
-            if limits is not None and _is_timeout(exc):
-                hint = f": the endpoint did not answer in time ({limits.describe()})"
-            raise StorageError(
-                f"cannot {action} {uri!r} at {self._where()}: {_one_line(exc)}{hint}"
-            ) from exc
+        with translated_errors(action, uri, self._where(), limits):
+            yield
 
     # -- check ------------------------------------------------------------------------------
 
-    def _check_local(self) -> None:
-        try:
-            os.makedirs(self.root, exist_ok=True)
-            fd, probe = tempfile.mkstemp(prefix=".headwater-check-", dir=self.root)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            raise StorageError(
-                f"artifact root {self.root!r} is not a writable directory "
-                f"({exc.strerror or exc}): fix its permissions or choose another "
-                "--pipeline-root"
-            ) from exc
-
     def _check_bucket(self) -> None:
         bucket = self._root_path.split("/")[1]
-        where = self._where()
-        try:
+        with bucket_errors(bucket, self._where(), self.root):
             if self.scheme == "s3":
-                fs = self._new_filesystem(config_kwargs=dict(_CHECK_CONFIG))
+                fs = self._new_filesystem(config_kwargs=dict(CHECK_CONFIG))
                 fs.retries = 1  # s3fs's own retry loop, on top of botocore's
                 fs.call_s3("head_bucket", Bucket=bucket)
             else:
                 self._filesystem().info(bucket)
-        except FileNotFoundError as exc:
-            raise StorageError(
-                f"bucket {bucket!r} does not exist at {where}: create it or choose another "
-                "--pipeline-root"
-            ) from exc
-        except PermissionError as exc:
-            raise StorageError(
-                f"access to bucket {bucket!r} at {where} is denied ({_one_line(exc)}): "
-                "check the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for S3)"
-            ) from exc
-        except HeadwaterError:
-            raise
-        except Exception as exc:
-            hint = (
-                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or an AWS profile"
-                if type(exc).__name__ == "NoCredentialsError"
-                else "check the endpoint (AWS_ENDPOINT_URL) and that the server is running"
-            )
-            raise StorageError(
-                f"cannot reach bucket {bucket!r} at {where} for artifact root {self.root!r} "
-                f"({_one_line(exc)}): {hint}"
-            ) from exc
 
 
 def _normalise_remote(uri: str, scheme: str) -> str:
     """`/bucket/key...` with `.`, `..` and doubled slashes resolved (clamped at `/`)."""
     rest = uri[len(scheme) + 3 :]
     return posixpath.normpath("/" + rest.lstrip("/"))
-
-
-def _missing_backend(root: str, module: str, extra: str) -> str:
-    return (
-        f"artifact root {root!r} needs the {module!r} package. "
-        f"Install it with: pip install 'headwater[{extra}]'"
-    )
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    """True for a timeout from any layer (botocore, aiohttp, asyncio, sockets), also as the
-    cause of another error."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    text = lines[0] if lines else ""
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-@contextlib.contextmanager
-def _local_errors(action: str, uri: str) -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        raise StorageError(f"cannot {action} {uri!r}: {_one_line(exc)}") from exc
-
-
-def _walk_order(relpath: str) -> list[tuple[int, str]]:
-    # os.walk with sorted names visits a directory's files before its subdirectories.
-    parts = relpath.split("/")
-    return [(1, p) for p in parts[:-1]] + [(0, parts[-1])]
-
-
-def _remote_files(fs: Any, path: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """(relative path, full path, info) of every object under `path`, in digest order."""
-    prefix = path.rstrip("/") + "/"
-    found: dict[str, dict[str, Any]] = fs.find(path, detail=True)
-    files = [
-        (p[len(prefix) :], p, info)
-        for p, info in found.items()
-        if p.startswith(prefix) and not p.endswith("/") and info.get("type") != "directory"
-    ]
-    return sorted(files, key=lambda item: _walk_order(item[0]))
-
-
-#: Fields of an object's listing that change whenever it is written, best first.
-_VERSION_FIELDS = ("ETag", "etag", "generation", "VersionId", "md5Hash", "LastModified",
-                   "mtime", "updated", "created")  # fmt: skip
-
-
-def _object_signature(objects: Iterable[tuple[str, dict[str, Any]]]) -> str:
-    """A signature of objects from their listings: each one's name, size and version."""
-    h = new_hash()
-    for rel, info in objects:
-        version = next((f"{k}={info[k]}" for k in _VERSION_FIELDS if info.get(k)), "")
-        h.update(f"{rel}\0{info.get('size')}\0{version}\n".encode())
-    return f"o:{h.hexdigest()}"
-
-
-def _info(fs: Any, path: str) -> dict[str, Any] | None:
-    try:
-        info: dict[str, Any] = fs.info(path)
-    except FileNotFoundError:
-        return None
-    return info
-
-
-def _remove_local(path: str) -> None:
-    if os.path.islink(path) or os.path.isfile(path):
-        os.unlink(path)
-    elif os.path.isdir(path):
-        shutil.rmtree(path)
-
-
-def _no_content(directory: str, names: list[str]) -> set[str]:
-    """The entries of `directory` that hold no bytes: not a regular file or directory."""
-    skipped = set()
-    for name in names:
-        try:
-            mode = os.stat(os.path.join(directory, name)).st_mode
-        except OSError:  # a dangling symlink
-            skipped.add(name)
-            continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            skipped.add(name)
-        elif stat.S_ISDIR(mode) and os.path.islink(os.path.join(directory, name)):
-            # A link back up the tree would be copied forever; the digest skips it too.
-            real = os.path.realpath(os.path.join(directory, name))
-            if os.path.commonpath([real, os.path.realpath(directory)]) == real:
-                skipped.add(name)
-    return skipped
-
-
-def _copy_local(source: str, target: str) -> None:
-    source = os.path.abspath(source)
-    if source == target or (os.path.exists(target) and os.path.samefile(source, target)):
-        return
-    if os.path.isdir(source) and os.path.commonpath([source, target]) == source:
-        raise StorageError(f"cannot copy {source!r} into itself ({target!r})")
-    _remove_local(target)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    if os.path.isdir(source):
-        # Symlinks followed and special files (FIFOs, sockets) left out, as the digest does.
-        shutil.copytree(source, target, ignore=_no_content)
-    else:
-        shutil.copy2(source, target)
