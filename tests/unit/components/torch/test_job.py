@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from headwater.components.torch._dask_job import place
+from headwater.components.torch._rendezvous import rendezvous_env
 from headwater.components.torch._replica import covered, moved, moves_for, pack
-from headwater.components.torch.job import launch, place, rendezvous_env
+from headwater.components.torch.job import launch
 from headwater.errors import InvalidArgumentError, ResourceError, UserError
 
 A, B, C = "tcp://10.0.0.1:4000", "tcp://10.0.0.2:4000", "tcp://10.0.0.3:4000"
