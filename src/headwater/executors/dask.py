@@ -28,7 +28,6 @@ import contextlib
 import os
 import queue
 import re
-import socket
 import sys
 import tempfile
 import time
@@ -39,12 +38,17 @@ from typing import Any
 from headwater import config
 from headwater._deps import require
 from headwater.artifacts import is_remote_uri
-from headwater.errors import ExecutorLostError, MissingDependencyError, ResourceError, UserError
+from headwater.errors import ExecutorLostError, MissingDependencyError, UserError
 from headwater.executors.base import Executor
+from headwater.executors.dask_admission import DaskAdmission, match_resources
+from headwater.executors.dask_cluster import (
+    connect_client,
+    local_addresses,
+    refuse_local_root,
+    start_local_cluster,
+)
 from headwater.task import Launch, TaskError, TaskResult
 
-#: Seconds to reach a scheduler before giving up (the unreachable-scheduler line).
-CONNECT_TIMEOUT_S = 2.0
 #: How long worker information is trusted before it is asked for again.
 _INFO_TTL_S = 1.0
 
@@ -90,9 +94,9 @@ class DaskExecutor(Executor):
             self._client: Any = address
             self._own_client = False
         elif address:
-            self._client = _connect(distributed, str(address))
+            self._client = connect_client(distributed, str(address))
         else:
-            self._cluster = _start_local_cluster()
+            self._cluster = start_local_cluster()
             self._client = distributed.Client(self._cluster)
         try:
             self.address = str(self._client.scheduler.address)
@@ -129,7 +133,7 @@ class DaskExecutor(Executor):
         if is_remote_uri(root) or self._shared_fs:
             return
         hosts = [str(w.get("host") or "") for w in self._workers().values()]
-        refuse_local_root(root, hosts, _local_addresses())
+        refuse_local_root(root, hosts, local_addresses())
 
     def admission(self, *, max_parallel: int | None, strict: bool) -> DaskAdmission:
         """Admission by the cluster's workers: their resources, and `--max-parallel` if set."""
@@ -342,119 +346,11 @@ class DaskExecutor(Executor):
             ResourceError: No worker can ever meet the request (or, with `strict`, a task
                 asks for accelerators and no worker has any).
         """
-        req = launch.resources
-        workers = self._workers()
-        offered: dict[str, float] = {}
-        for w in workers.values():
-            for name, amount in (w.get("resources") or {}).items():
-                offered[name] = max(offered.get(name, 0.0), float(amount))
-        threads = max((float(w.get("nthreads") or 0) for w in workers.values()), default=0.0)
-        memory = max((float(w.get("memory_limit") or 0) for w in workers.values()), default=0.0)
-        wanted: dict[str, float] = {}
-        short: list[str] = []
-        if req.cpu:
-            if "CPU" in offered:
-                wanted["CPU"] = req.cpu
-                if req.cpu > offered["CPU"]:
-                    short.append(
-                        f"{req.cpu:g} CPUs (the largest worker offers CPU={offered['CPU']:g})"
-                    )
-            elif req.cpu > threads:
-                short.append(f"{req.cpu:g} CPUs (the largest worker has {threads:g} threads)")
-        if req.memory:
-            if "MEMORY" in offered:
-                wanted["MEMORY"] = req.memory
-                if req.memory > offered["MEMORY"]:
-                    short.append(
-                        f"{_gib(req.memory)} of memory (the largest worker offers "
-                        f"MEMORY={_gib(offered['MEMORY'])})"
-                    )
-            elif memory and req.memory > memory:
-                short.append(
-                    f"{_gib(req.memory)} of memory (the largest worker's limit is {_gib(memory)})"
-                )
-        warning = None
-        if req.accelerators:
-            kind = req.accelerator_type or "GPU"
-            if offered.get("GPU", 0.0) > 0:
-                wanted["GPU"] = float(req.accelerators)
-                if req.accelerators > offered["GPU"]:
-                    short.append(
-                        f"{req.accelerators} accelerator(s) of type {kind!r} (the largest "
-                        f"worker offers GPU={offered['GPU']:g})"
-                    )
-            elif strict:
-                raise ResourceError(
-                    f"task {launch.name!r} requests {req.accelerators} accelerator(s) of type "
-                    f"{kind!r} but no Dask worker advertises any: start workers with "
-                    '--resources "GPU=1", or run without --strict-resources'
-                )
-            else:
-                warning = (
-                    f"task {launch.name!r} requests {req.accelerators} accelerator(s) of type "
-                    f"{kind!r} but no Dask worker advertises any (GPU): running it without "
-                    "(--strict-resources refuses it)"
-                )
-        if short:
-            raise ResourceError(
-                f"task {launch.name!r} requests {', '.join(short)}: no worker of the Dask "
-                f"cluster at {self.address} can run it; add a larger worker, or lower the request"
-            )
-        return wanted, warning
+        return match_resources(launch, self._workers(), address=self.address, strict=strict)
 
     def remember(self, task_id: int, resources: Mapping[str, float]) -> None:
         """Keep what `check` decided for the attempt that `submit` sends next."""
         self._resources[task_id] = dict(resources)
-
-
-class DaskAdmission:
-    """Admits tasks to a Dask cluster: the workers' resources decide, Dask queues the rest.
-
-    Every admitted task is submitted at once (Dask's scheduler runs it when a worker has a
-    thread and the resources free); only `--max-parallel`, when given, holds tasks back here.
-    """
-
-    def __init__(self, executor: DaskExecutor, *, max_parallel: int | None, strict: bool):
-        self._executor = executor
-        self._slots = max_parallel
-        self._strict = strict
-        self._held: set[int] = set()
-        self._warned: set[str] = set()
-
-    def check(self, launch: Launch) -> str | None:
-        resources, warning = self._executor.resources_for(launch, strict=self._strict)
-        self._executor.remember(launch.task_id, resources)
-        if warning is None or launch.name in self._warned:
-            return None
-        self._warned.add(launch.name)
-        return warning
-
-    def try_acquire(self, launch: Launch) -> bool:
-        if self._slots is not None and len(self._held) >= self._slots:
-            return False
-        self._held.add(launch.task_id)
-        return True
-
-    def device_env(self, task_id: int) -> dict[str, str]:
-        return {}  # a worker shows its tasks its own GPUs (a LocalCUDACluster sets each's)
-
-    def release(self, task_id: int) -> None:
-        self._held.discard(task_id)
-
-
-def refuse_local_root(root: str, worker_hosts: list[str], here: set[str]) -> None:
-    """Raise when a local `root` is asked of workers on hosts other than this one (`here`).
-
-    Raises:
-        UserError: Some worker host is not one of `here`'s names or addresses.
-    """
-    away = sorted({host for host in worker_hosts if host not in here})
-    if away:
-        raise UserError(
-            f"pipeline root {root!r} is on this machine, but Dask workers run on "
-            f"{', '.join(away)}, which cannot see it: use an s3:// or gs:// root "
-            "(--pipeline-root), or pass --shared-fs if every worker mounts it at that path"
-        )
 
 
 def _log_uri(launch: Launch) -> str | None:
@@ -467,137 +363,6 @@ def _failed(launch: Launch, kind: str, message: str, *, retryable: bool = True) 
     return TaskResult(launch.task_id, error=error, retryable=retryable)
 
 
-def _connect(distributed: Any, address: str) -> Any:
-    """A client of the scheduler at `address`, or one line saying why there is none."""
-    try:
-        _probe(address)
-        client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(
-            f"cannot reach the Dask scheduler at {address} within {CONNECT_TIMEOUT_S:g} s "
-            f"({why}): start one (dask scheduler) or fix --scheduler / ${config.DASK_SCHEDULER_ENV}"
-        ) from exc
-    return client
-
-
-def _probe(address: str) -> None:
-    """Fail fast, in `CONNECT_TIMEOUT_S` at most, where `distributed.Client` would wait longer.
-
-    A refused port fails at once (the client retries it until its timeout), and a port that
-    accepts but never speaks Dask's protocol fails at the deadline (the client's handshake has
-    none: it would wait forever).
-
-    Raises:
-        OSError: Nothing that answers as a Dask scheduler is at `address`.
-        ValueError: `address` is not an address.
-    """
-    import asyncio
-
-    from distributed.comm.addressing import parse_address, parse_host_port
-    from distributed.comm.core import connect
-
-    scheme, location = parse_address(address)
-    if scheme in ("tcp", "tls"):
-        host, port = parse_host_port(location)
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-            pass
-
-    async def handshake() -> None:
-        comm = await asyncio.wait_for(
-            connect(address, timeout=CONNECT_TIMEOUT_S),  # type: ignore[no-untyped-call]
-            CONNECT_TIMEOUT_S,
-        )
-        await comm.close()
-
-    try:
-        asyncio.run(handshake())
-    except asyncio.TimeoutError as exc:
-        raise OSError(f"no Dask handshake within {CONNECT_TIMEOUT_S:g} s") from exc
-    except Exception as exc:  # CommClosedError and friends: not a scheduler there
-        raise OSError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
-
-
-def _start_local_cluster() -> Any:
-    """`_local_cluster()`, or one line saying why it could not start.
-
-    Raises:
-        UserError: The worker processes did not start; most often a script without an
-            `if __name__ == "__main__":` guard, which Dask's spawned workers import again.
-    """
-    try:
-        return _local_cluster()
-    except RuntimeError as exc:
-        raise UserError(
-            f"could not start a local Dask cluster ({exc}); in a script, run the pipeline "
-            'under `if __name__ == "__main__":` (Dask\'s worker processes import the script '
-            "again), or pass --scheduler / scheduler= for a running cluster"
-        ) from exc
-
-
-def _local_cluster() -> Any:
-    """A LocalCluster sized to this machine; a LocalCUDACluster when it has GPUs and dask-cuda.
-
-    Worker processes (one per 4 cores, or `$HEADWATER_DASK_WORKERS`; one per GPU on a CUDA
-    cluster), each advertising its
-    share of the machine as `CPU` and `MEMORY` (and `GPU=1` on a CUDA cluster), with two
-    threads per core between them, as the local executor admits two tasks per core. Tasks of a
-    worker that dies are not re-run by Dask: the task's retry policy decides.
-    """
-    import dask
-
-    from headwater.machine import detect_gpus, machine_cpus, machine_memory
-
-    cpus = machine_cpus()
-    gpus = detect_gpus()
-    memory = machine_memory()
-    # Read by the scheduler when it starts (in this process): only this cluster's setting.
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        if gpus:
-            with contextlib.suppress(ImportError):
-                from dask_cuda import LocalCUDACluster
-
-                per = cpus / len(gpus)
-                return LocalCUDACluster(
-                    CUDA_VISIBLE_DEVICES=",".join(gpus),
-                    threads_per_worker=max(1, int(2 * per)),
-                    resources={"GPU": 1, "CPU": per, "MEMORY": memory / len(gpus)},
-                    dashboard_address=":0",
-                    silence_logs=50,
-                )
-        from distributed import LocalCluster
-
-        # HEADWATER_DASK_WORKERS (as for `headwater.compute`) sets the count, e.g. to give each
-        # replica of a DDP job its own worker on a small machine.
-        workers = config.dask_workers() or max(1, cpus // 4)
-        return LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=workers,
-            threads_per_worker=max(1, 2 * cpus // workers),
-            processes=True,
-            resources={"CPU": cpus / workers, "MEMORY": memory / workers},
-            dashboard_address=":0",
-            silence_logs=50,
-        )
-
-
-def _local_addresses() -> set[str]:
-    """The names and addresses by which a worker on this machine may be known."""
-    names = {"127.0.0.1", "localhost", "::1", socket.gethostname(), socket.getfqdn()}
-    with contextlib.suppress(OSError):
-        for info in socket.getaddrinfo(socket.gethostname(), None):
-            names.add(str(info[4][0]))
-    with contextlib.suppress(Exception):
-        import psutil
-
-        for addresses in psutil.net_if_addrs().values():
-            names.update(a.address.split("%")[0] for a in addresses)
-    return names
-
-
 def _dask_name(name: str) -> str:
     """A task name as a Dask key prefix (the dashboard groups tasks by it)."""
     return "hw-" + (re.sub(r"[^A-Za-z0-9_.]+", "_", name)[:60] or "task")
-
-
-def _gib(value: float) -> str:
-    return f"{value / 2**30:.1f} GiB"

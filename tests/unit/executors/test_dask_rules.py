@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from headwater.errors import UserError
-from headwater.executors.dask import _local_addresses, refuse_local_root
+from headwater.executors.dask_cluster import local_addresses, refuse_local_root
 from headwater.executors.dask_worker import relocate
 from headwater.spec.placeholders import PlaceholderContext
 from headwater.task import Launch, ResourceRequest
 
 
 def test_workers_on_this_host_may_use_a_local_root() -> None:
-    here = _local_addresses()
+    here = local_addresses()
     assert "127.0.0.1" in here
     refuse_local_root("/data/root", ["127.0.0.1", "127.0.0.1"], here)
 
