@@ -2,10 +2,11 @@
 """Engine overhead of this checkout against an earlier commit, side by side in one run.
 
 ``engine_overhead.py --only headwater`` measures Headwater alone; this script runs it on two
-source trees in alternating rounds (base, head, base, head, ...) so that both see the same
-machine state, and prints each runner's median per workload with the ratio head / base
-(below 1.00: this checkout is faster). The base tree is a temporary ``git worktree`` of REV;
-each side runs its own copy of the benchmark against its own ``src`` (``PYTHONPATH``).
+source trees in alternating rounds (base, head, head, base, ...) so that both see the same
+machine state and neither always goes first, and prints each runner's median per workload
+with the ratio head / base (below 1.00: this checkout is faster). The base tree is a
+temporary ``git worktree`` of REV; each side runs its own copy of the benchmark against its
+own ``src`` (``PYTHONPATH``).
 
 Usage::
 
@@ -45,8 +46,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("rev", help="the commit to compare against (the base)")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds per side")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    p.add_argument("extra", nargs="*", help="arguments for engine_overhead.py (after --)")
-    args = p.parse_args(argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = p.parse_args(argv[:split])
+    args.extra = argv[split + 1 :]
     times: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="hw-bench-") as tmp:
         base = Path(tmp) / "base"
@@ -56,7 +58,9 @@ def main(argv: list[str]) -> int:
         )
         try:
             for i in range(args.rounds):
-                for side, tree in (("base", base), ("head", HERE)):
+                # Each side goes first in every other round, so neither gains from its place.
+                sides = [("base", base), ("head", HERE)]
+                for side, tree in sides if i % 2 == 0 else sides[::-1]:
                     print(f"round {i + 1}/{args.rounds}: {side}", file=sys.stderr, flush=True)
                     for r in _round(tree, args.extra, Path(tmp) / f"{side}{i}.json"):
                         key = (str(r["workload"]), str(r["runner"]), side)
