@@ -330,7 +330,7 @@ def _probe_targets() -> list[tuple[Any, str, str]]:
     from headwater.spec import loader
 
     targets: list[tuple[Any, str, str]] = [
-        (running, "create_executor", "start the fork server"),
+        (running, "executor_for", "start the fork server"),
         (loader, "load_pipeline", "load and compile the pipeline"),
         (packages, "prepare_packages", "check packages_to_install"),
         (runner, "open_metadata", "open the metadata store"),

@@ -17,7 +17,7 @@ from typing import Any
 
 from headwater.engine.options import RunOptions
 from headwater.engine.result import Run
-from headwater.engine.runner import create_executor, execute, open_metadata
+from headwater.engine.runner import execute, executor_for, open_metadata
 from headwater.errors import NotFoundError
 
 __all__ = ["Run", "RunOptions", "resume", "run"]
@@ -62,7 +62,7 @@ def run(
         if opts.executor == "local":
             # Started first: its fork server warms up while the pipeline loads.
             opts = dataclasses.replace(
-                opts, executor=stack.enter_context(create_executor(opts)), executor_options={}
+                opts, executor=stack.enter_context(executor_for(opts)), executor_options={}
             )
         ir = load_pipeline(pipeline, pipeline_name=pipeline_name)
         return execute(ir, arguments or {}, opts)

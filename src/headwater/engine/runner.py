@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from headwater.artifacts.base import ArtifactStore
     from headwater.metadata.recorder import RunStores
 
-__all__ = ["Run", "TaskInfo", "bind_arguments", "create_executor", "execute", "open_metadata"]
+__all__ = ["Run", "TaskInfo", "bind_arguments", "execute", "executor_for", "open_metadata"]
 
 
 def bind_arguments(ir: PipelineIR, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,12 +121,12 @@ def _check_remote_inputs(artifacts: ArtifactStore, inputs: Mapping[str, Any]) ->
                 )
 
 
-def create_executor(options: RunOptions) -> Executor:
+def executor_for(options: RunOptions) -> Executor:
     """The executor that `options` names, made for one run (which shuts it down after)."""
     from headwater.executors.registry import create_executor as create
 
     if not isinstance(options.executor, str):
-        raise TypeError("create_executor needs an executor given by name")
+        raise TypeError("executor_for needs an executor given by name")
     return create(
         options.executor, install_packages=options.install_packages, **options.executor_options
     )
@@ -166,7 +166,7 @@ def execute(
         backend = (
             options.executor
             if isinstance(options.executor, Executor)
-            else stack.enter_context(create_executor(options))
+            else stack.enter_context(executor_for(options))
         )
 
         bound = bind_arguments(ir, arguments)
