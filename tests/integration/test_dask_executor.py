@@ -50,8 +50,9 @@ pytest.importorskip("distributed")
 #: Longest a run may take to end after its scheduler is lost, and a bad scheduler to be told.
 SCHEDULER_LOST_S = 10
 UNREACHABLE_S = 5
-#: What `headwater run` takes to start and refuse bad input on an idle 2-core machine.
-IDLE_CLI_START_S = 1.0
+#: What `headwater run --executor dask` takes to start, import Dask and be refused by a closed
+#: port on an idle 2-core machine (measured 1.2 s; the same 0.5 s of margin as before).
+IDLE_DASK_REFUSED_S = 1.7
 
 
 def on(cluster: DaskCluster) -> list[str]:
@@ -478,11 +479,14 @@ def test_unreachable_scheduler_is_one_line_within_seconds(
     line = one_line(cli)
     assert address in line, line
     # The bound is the 5 s on an idle machine. Under a loaded test run the interpreter's
-    # own start-up can take seconds more; only that slowness, measured now on a command that
-    # refuses at once, is added, never the time spent waiting for the scheduler.
+    # own start-up and its import of Dask can take seconds more; only that slowness, measured
+    # now on the same command refused at once by a closed port, is added, never the time spent
+    # waiting for the scheduler. (A command that never imports Dask missed that share of the
+    # slowness, and the bound failed under load: 5.5 s and 5.8 s with 0.0-0.2 s measured.)
     started_at = time.monotonic()
-    one_line(headwater("run", pipeline("storage_s3"), "--executor", "nope", timeout=60))
-    slow_start = max(0.0, time.monotonic() - started_at - IDLE_CLI_START_S)
+    refused = ["--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"]
+    one_line(headwater("run", pipeline("storage_s3"), *refused, timeout=60))
+    slow_start = max(0.0, time.monotonic() - started_at - IDLE_DASK_REFUSED_S)
     assert elapsed < UNREACHABLE_S + slow_start, (
         f"took {elapsed:.1f}s ({slow_start:.1f}s slow start)"
     )
