@@ -8,6 +8,12 @@ from pathlib import Path
 import pytest
 from cli_harness import Cli
 
+# Session fixtures are registered here, once: a session-scoped fixture imported into each
+# test module is a separate fixture per module, and each instance lived to the end of the
+# session (six idle Dask clusters and six moto servers per xdist worker).
+from dask_cluster import dask_cluster, dask_cluster_factory  # noqa: F401
+from s3_server import moto_server, s3_bucket, s3_env  # noqa: F401
+
 # Settings of the caller's environment that would point a test's runs at another metadata store
 # or pipeline root, or change what the scheduler sees (a GPU made visible).
 _CLEARED_ENV = ("HEADWATER_METADATA_URL", "HEADWATER_PIPELINE_ROOT", "CUDA_VISIBLE_DEVICES")

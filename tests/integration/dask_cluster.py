@@ -2,7 +2,7 @@
 
 Import the fixtures into a test module to use them::
 
-    from dask_cluster import DaskCluster, dask_cluster, dask_cluster_factory  # noqa: F401
+    from dask_cluster import DaskCluster  # the fixtures are registered in conftest.py
 
 `dask_cluster` is session-scoped (one per pytest-xdist worker): a scheduler and two plain
 workers, for tests that only run pipelines on it. `dask_cluster_factory` starts clusters for

@@ -2,7 +2,7 @@
 
 Import the fixtures into a test module to use them::
 
-    from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
+    from s3_server import S3Server  # the fixtures are registered in conftest.py
 
 `moto_server` is session-scoped: under pytest-xdist each worker is its own session, so each
 starts its own server on its own free port. `s3_env` points botocore (and so s3fs) at it

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import Cli
-from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
+from s3_server import S3Server
 
 from headwater.artifacts import FsspecArtifactStore, store_for
 from headwater.artifacts.base import Digest, content_digest
@@ -41,7 +41,7 @@ def read_tree(top: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def store(s3_bucket: str) -> FsspecArtifactStore:  # noqa: F811
+def store(s3_bucket: str) -> FsspecArtifactStore:
     return FsspecArtifactStore(f"s3://{s3_bucket}/runs")
 
 
@@ -54,7 +54,7 @@ def silent_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def test_endpoint_comes_from_the_environment(store: FsspecArtifactStore, s3_env: S3Server) -> None:  # noqa: F811
+def test_endpoint_comes_from_the_environment(store: FsspecArtifactStore, s3_env: S3Server) -> None:
     assert store.endpoint == s3_env.endpoint
 
 
@@ -62,7 +62,7 @@ def test_check_passes_for_an_existing_bucket(store: FsspecArtifactStore) -> None
     store.check()
 
 
-def test_check_of_a_missing_bucket_is_one_line(s3_env: S3Server) -> None:  # noqa: F811
+def test_check_of_a_missing_bucket_is_one_line(s3_env: S3Server) -> None:
     with pytest.raises(StorageError) as info:
         FsspecArtifactStore("s3://hw-no-such-bucket/runs").check()
     message = str(info.value)
@@ -78,7 +78,7 @@ def test_check_of_a_missing_bucket_is_one_line(s3_env: S3Server) -> None:  # noq
     ids=["connection-refused", "never-answers"],
 )
 def test_check_of_an_unreachable_endpoint_fails_fast(
-    s3_env: S3Server,  # noqa: F811
+    s3_env: S3Server,
     silent_server: str,
     monkeypatch: pytest.MonkeyPatch,
     endpoint: str,
@@ -96,7 +96,7 @@ def test_check_of_an_unreachable_endpoint_fails_fast(
     assert "Traceback" not in message
 
 
-def test_uri_for_starts_with_the_root(store: FsspecArtifactStore, s3_bucket: str) -> None:  # noqa: F811
+def test_uri_for_starts_with_the_root(store: FsspecArtifactStore, s3_bucket: str) -> None:
     assert store.uri_for("p", "run", "task", "out") == f"s3://{s3_bucket}/runs/p/run/task/out"
     with pytest.raises(StorageError):
         store.uri_for("p", "..")
@@ -157,7 +157,7 @@ def test_delete_spares_names_sharing_a_prefix(store: FsspecArtifactStore, tmp_pa
 )
 def test_writes_outside_the_root_are_refused(
     store: FsspecArtifactStore,
-    s3_bucket: str,  # noqa: F811
+    s3_bucket: str,
     tmp_path: Path,
     uri: str,
 ) -> None:
@@ -171,7 +171,7 @@ def test_writes_outside_the_root_are_refused(
 
 def test_reads_from_another_bucket(
     store: FsspecArtifactStore,
-    s3_env: S3Server,  # noqa: F811
+    s3_env: S3Server,
     tmp_path: Path,
 ) -> None:
     other = FsspecArtifactStore(f"s3://{s3_env.make_bucket()}")
@@ -184,8 +184,8 @@ def test_reads_from_another_bucket(
 
 
 def test_stores_do_not_share_clients_across_endpoints(
-    s3_env: S3Server,  # noqa: F811
-    s3_bucket: str,  # noqa: F811
+    s3_env: S3Server,
+    s3_bucket: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     root = f"s3://{s3_bucket}/runs"
@@ -308,7 +308,7 @@ def test_a_stalled_endpoint_fails_each_call_within_its_bound(
     ids=["not-a-number", "zero", "negative"],
 )
 def test_a_bad_limit_is_one_line_naming_it(
-    s3_bucket: str,  # noqa: F811
+    s3_bucket: str,
     monkeypatch: pytest.MonkeyPatch,
     name: str,
     value: str,
@@ -362,8 +362,8 @@ class StallingProxy:
 
 def test_a_task_uploading_to_a_stalled_endpoint_fails_within_the_bound(
     headwater: Cli,
-    s3_env: S3Server,  # noqa: F811
-    s3_bucket: str,  # noqa: F811
+    s3_env: S3Server,
+    s3_bucket: str,
     tmp_path: Path,
 ) -> None:
     flag = tmp_path / "stall-now"

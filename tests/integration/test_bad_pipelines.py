@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from cli_harness import Cli, CliResult, pipeline, run_ok
-from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
+from s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -186,7 +186,7 @@ def test_input_artifact_that_does_not_exist(headwater: Cli, tmp_path: Path, pref
 
 
 @pytest.fixture
-def s3_cli(headwater: Cli, s3_env: S3Server) -> Cli:  # noqa: F811
+def s3_cli(headwater: Cli, s3_env: S3Server) -> Cli:
     """The CLI with the AWS environment `s3_env` set (and nothing else of AWS's)."""
     pytest.importorskip("s3fs")
     for name in [n for n in headwater.env if n.startswith("AWS_")]:
@@ -197,8 +197,8 @@ def s3_cli(headwater: Cli, s3_env: S3Server) -> Cli:  # noqa: F811
 
 def test_remote_input_artifact_that_does_not_exist(
     s3_cli: Cli,
-    s3_env: S3Server,  # noqa: F811
-    s3_bucket: str,  # noqa: F811
+    s3_env: S3Server,
+    s3_bucket: str,
 ) -> None:
     with contextlib.closing(s3_env.client()) as client:
         client.put_object(Bucket=s3_bucket, Key="inputs/data.txt", Body=b"s3\n")

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 from cli_harness import Cli, pipeline, run_ok
-from dask_cluster import DaskCluster, dask_cluster  # noqa: F401
+from dask_cluster import DaskCluster
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_component_computes_on_the_runs_own_cluster(
     headwater: Cli,
-    dask_cluster: DaskCluster,  # noqa: F811
+    dask_cluster: DaskCluster,
 ) -> None:
     cli = headwater(
         "run",

@@ -38,11 +38,9 @@ from dask_cluster import (
     DaskCluster,
     StartCluster,
     WorkerSpec,
-    dask_cluster,  # noqa: F401
-    dask_cluster_factory,  # noqa: F401
     worker_of,
 )
-from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
+from s3_server import S3Server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 pytest.importorskip("distributed")
@@ -130,7 +128,7 @@ def finished(proc: subprocess.Popen[str], where: Path, timeout: float) -> CliRes
 
 def test_every_task_records_its_executor_and_worker(
     headwater: Cli,
-    dask_cluster: DaskCluster,  # noqa: F811
+    dask_cluster: DaskCluster,
 ) -> None:
     workers = set(dask_cluster.query())
 
@@ -151,9 +149,9 @@ def test_every_task_records_its_executor_and_worker(
 
 def test_s3_root_passes_artifacts_between_tasks_on_workers(
     headwater: Cli,
-    s3_env: S3Server,  # noqa: F811
-    s3_bucket: str,  # noqa: F811
-    dask_cluster_factory: StartCluster,  # noqa: F811
+    s3_env: S3Server,
+    s3_bucket: str,
+    dask_cluster_factory: StartCluster,
 ) -> None:
     # Workers get the same AWS settings as the engine, from their own environment.
     cluster = dask_cluster_factory(env=os.environ)
@@ -179,7 +177,7 @@ def test_s3_root_passes_artifacts_between_tasks_on_workers(
 
 def test_python_api_takes_an_address_or_a_client(
     headwater: Cli,
-    dask_cluster: DaskCluster,  # noqa: F811
+    dask_cluster: DaskCluster,
 ) -> None:
     script = textwrap.dedent(
         """
@@ -228,7 +226,7 @@ def test_python_api_takes_an_address_or_a_client(
 
 def test_gpu_tasks_land_only_on_the_worker_with_a_gpu(
     headwater: Cli,
-    dask_cluster_factory: StartCluster,  # noqa: F811
+    dask_cluster_factory: StartCluster,
 ) -> None:
     cluster = dask_cluster_factory(workers=[WorkerSpec("plain"), WorkerSpec("gpu", "GPU=1")])
     gpu_worker = cluster.address_of("gpu")
@@ -250,7 +248,7 @@ def test_gpu_tasks_land_only_on_the_worker_with_a_gpu(
 
 def test_gpu_task_without_gpu_workers_runs_after_a_warning(
     headwater: Cli,
-    dask_cluster: DaskCluster,  # noqa: F811
+    dask_cluster: DaskCluster,
 ) -> None:
     cli = headwater.run("task_gpu", *on(dask_cluster))
 
@@ -263,7 +261,7 @@ def test_gpu_task_without_gpu_workers_runs_after_a_warning(
 
 def test_gpu_task_without_gpu_workers_fails_when_strict(
     headwater: Cli,
-    dask_cluster: DaskCluster,  # noqa: F811
+    dask_cluster: DaskCluster,
 ) -> None:
     started_at = time.monotonic()
     cli = headwater.run("task_gpu", "--strict-resources", *on(dask_cluster))
@@ -287,7 +285,7 @@ def test_gpu_task_without_gpu_workers_fails_when_strict(
 )
 def test_a_request_no_worker_can_meet_fails_at_once(
     headwater: Cli,
-    dask_cluster: DaskCluster,  # noqa: F811
+    dask_cluster: DaskCluster,
     pipeline_name: str,
     request_shown: list[str],
 ) -> None:
@@ -332,7 +330,7 @@ def test_worker_killed_mid_task_is_retried_by_the_tasks_policy(
     headwater: Cli,
     tmp_path: Path,
     scratch: Path,
-    dask_cluster_factory: StartCluster,  # noqa: F811
+    dask_cluster_factory: StartCluster,
 ) -> None:
     cluster = dask_cluster_factory()
     args = [pipeline("dask_victim"), "--pipeline", "victim_retried"]
@@ -361,7 +359,7 @@ def test_worker_killed_mid_task_without_retries_fails_the_task(
     headwater: Cli,
     tmp_path: Path,
     scratch: Path,
-    dask_cluster_factory: StartCluster,  # noqa: F811
+    dask_cluster_factory: StartCluster,
 ) -> None:
     cluster = dask_cluster_factory()
     args = [pipeline("dask_victim"), "--pipeline", "victim_once", "--param", f"scratch={scratch}"]
@@ -383,7 +381,7 @@ def test_scheduler_lost_mid_run_fails_fast_and_resumes_on_another(
     headwater: Cli,
     tmp_path: Path,
     scratch: Path,
-    dask_cluster_factory: StartCluster,  # noqa: F811
+    dask_cluster_factory: StartCluster,
 ) -> None:
     first = dask_cluster_factory()
     args = [pipeline("storage_nap"), "--param", f"scratch={scratch}"]
@@ -421,7 +419,7 @@ def test_ctrl_c_stops_the_task_processes_on_the_workers(
     headwater: Cli,
     tmp_path: Path,
     scratch: Path,
-    dask_cluster: DaskCluster,  # noqa: F811
+    dask_cluster: DaskCluster,
 ) -> None:
     args = [pipeline("runtime_sleeper"), "--param", f"scratch={scratch}"]
     task_pid: int | None = None

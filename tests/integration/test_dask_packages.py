@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import Cli, build_wheel, pipeline, run_failed, run_ok, task_states
-from dask_cluster import DaskCluster, dask_cluster  # noqa: F401
+from dask_cluster import DaskCluster
 
 pytestmark = pytest.mark.integration
 
@@ -17,7 +17,7 @@ def _on(cluster: DaskCluster) -> list[str]:
 
 def test_a_package_missing_on_the_worker_fails_that_task_naming_it(
     headwater: Cli,
-    dask_cluster: DaskCluster,  # noqa: F811
+    dask_cluster: DaskCluster,
 ) -> None:
     cli = headwater("run", pipeline("runtime_missing_pkg"), "--json", *_on(dask_cluster))
     result = run_failed(cli)
@@ -33,7 +33,7 @@ def test_a_package_missing_on_the_worker_fails_that_task_naming_it(
 
 def test_install_packages_installs_on_the_worker_once(
     headwater: Cli,
-    dask_cluster: DaskCluster,  # noqa: F811
+    dask_cluster: DaskCluster,
     tmp_path: Path,
 ) -> None:
     wheel = build_wheel(tmp_path / "wheels", "from-a-worker-5d1e")

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import yaml
 from cli_harness import PIPELINES, Cli, cached_flags, run_failed, run_ok, task_states
-from dask_cluster import dask_cluster  # noqa: F401
 
 pytestmark = pytest.mark.integration
 

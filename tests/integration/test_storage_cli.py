@@ -36,7 +36,7 @@ from cli_harness import (
     run_ok,
     wait_for,
 )
-from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
+from s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -578,7 +578,7 @@ def test_concurrent_runs_share_one_sqlite_store(headwater: Cli) -> None:
 
 
 @pytest.fixture
-def s3_cli(headwater: Cli, s3_env: S3Server) -> Cli:  # noqa: F811
+def s3_cli(headwater: Cli, s3_env: S3Server) -> Cli:
     """The CLI with the AWS environment `s3_env` set (and nothing else of AWS's)."""
     for name in [n for n in headwater.env if n.startswith("AWS_")]:
         del headwater.env[name]
@@ -587,7 +587,7 @@ def s3_cli(headwater: Cli, s3_env: S3Server) -> Cli:  # noqa: F811
 
 
 @pytest.mark.parametrize("how", ["flag", "env"], ids=["--pipeline-root", "HEADWATER_PIPELINE_ROOT"])
-def test_s3_pipeline_root(s3_cli: Cli, s3_env: S3Server, s3_bucket: str, how: str) -> None:  # noqa: F811
+def test_s3_pipeline_root(s3_cli: Cli, s3_env: S3Server, s3_bucket: str, how: str) -> None:
     root = f"s3://{s3_bucket}/root"
     args: list[str] = []
     if how == "flag":

@@ -28,7 +28,7 @@ from cli_harness import (
     task_states,
     wait_for,
 )
-from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
+from s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -261,8 +261,8 @@ def test_artifact_uris_chosen_by_the_component_on_a_local_root(
 def test_artifact_uris_chosen_by_the_component_on_s3(
     headwater: Cli,
     tmp_path: Path,
-    s3_env: S3Server,  # noqa: F811
-    s3_bucket: str,  # noqa: F811
+    s3_env: S3Server,
+    s3_bucket: str,
 ) -> None:
     for name in [n for n in headwater.env if n.startswith("AWS_")]:
         del headwater.env[name]

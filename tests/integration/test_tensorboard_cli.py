@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from cli_harness import Cli, process_gone, wait_for
-from s3_server import S3Server, moto_server, s3_bucket, s3_env  # noqa: F401
+from s3_server import S3Server
 
 from headwater.api.runs import get_run
 from headwater.cli.main import main
@@ -184,8 +184,8 @@ def test_an_unknown_run_and_a_run_without_logs_exit_2(logged: tuple[Cli, str]) -
 
 @pytest.mark.slow
 def test_logs_on_s3_are_downloaded_and_nothing_else_is(
-    s3_env: S3Server,  # noqa: F811
-    s3_bucket: str,  # noqa: F811
+    s3_env: S3Server,
+    s3_bucket: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
