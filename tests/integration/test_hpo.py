@@ -22,7 +22,7 @@ def _tasks(cli: Cli, run_id: str) -> dict[str, dict[str, Any]]:
     return {t["name"]: t for t in cli.show(run_id)["tasks"]}
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(360)  # CI machines under load were 3.5x slower than this one
 def test_two_rounds_go_on_past_a_failed_trial_and_return_the_best(tuner: Cli) -> None:
     result = run_ok(tuner.run("hpo_quadratic"))
     assert task_states(result) == {
@@ -133,8 +133,9 @@ def test_the_digits_example_tunes_at_its_smallest(headwater: Cli) -> None:
 
 @pytest.fixture
 def tuner(headwater: Cli) -> Cli:
-    """The CLI with room for 5 tasks that import Ax (5-9 s each on 2 busy cores)."""
-    return headwater._replace(timeout=150)
+    """The CLI with room for 5 tasks that import Ax (5-9 s each on 2 busy cores, and a CI
+    machine under load was 3.5x slower)."""
+    return headwater._replace(timeout=300)
 
 
 @pytest.fixture(autouse=True)

@@ -46,7 +46,7 @@ def save_booster(where: Path) -> Path:
 
 
 @contextlib.contextmanager
-def serving(cli: Cli, *args: str, timeout: float = 45) -> Iterator[tuple[str, Path]]:
+def serving(cli: Cli, *args: str, timeout: float = 90) -> Iterator[tuple[str, Path]]:
     """`headwater serve ARGS...` until its /v2/health/ready says 200; stopped with SIGINT
     after the block, which must end it cleanly. Yields its base URL and its stderr file."""
     port = free_port()

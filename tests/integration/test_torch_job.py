@@ -40,6 +40,12 @@ def _pids(pid_dir: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(pid_dir.glob("pid-*"))]
 
 
+def _since_the_failure(pid_dir: Path) -> float:
+    """Seconds since `fail_on_rank_one`'s rank 1 raised (the replicas' start, slow on a loaded
+    machine, is not part of what the bound is about)."""
+    return time.time() - float((pid_dir / "failed-at").read_text())
+
+
 def test_local_replicas_rendezvous_and_all_reduce() -> None:
     lines: list[str] = []
     result = launch(f"{TARGETS}:rendezvous", {}, 2, threads_per_replica=1, log=lines.append)
@@ -55,7 +61,6 @@ def test_local_replicas_rendezvous_and_all_reduce() -> None:
 
 def test_local_failure_stops_the_other_replicas(tmp_path: Path) -> None:
     lines: list[str] = []
-    started = time.monotonic()
     with pytest.raises(UserError) as caught:
         launch(
             f"{TARGETS}:fail_on_rank_one",
@@ -64,7 +69,7 @@ def test_local_failure_stops_the_other_replicas(tmp_path: Path) -> None:
             threads_per_replica=1,
             log=lines.append,
         )
-    assert time.monotonic() - started < FAIL_WITHIN_S
+    assert _since_the_failure(tmp_path) < FAIL_WITHIN_S
     assert str(caught.value) == (
         "replica 1 of 2 failed (exit 1): ValueError: boom; the other replicas were stopped"
     )
@@ -231,11 +236,10 @@ def test_dask_job_larger_than_the_cluster_starts_nothing(
 
 
 def test_dask_failure_stops_the_other_replicas(cluster: DaskCluster, tmp_path: Path) -> None:
-    started = time.monotonic()
     outcome, printed = launch_as_task(
         cluster, [f"{TARGETS}:fail_on_rank_one", {"pid_dir": str(tmp_path)}, 2], cwd=tmp_path
     )
-    assert time.monotonic() - started < FAIL_WITHIN_S + 5  # + the launcher's own start
+    assert _since_the_failure(tmp_path) < FAIL_WITHIN_S
     assert outcome["error"] == "UserError", outcome
     assert outcome["message"].startswith("replica 1 of 2 on tcp://127.0.0.1:"), outcome
     assert outcome["message"].endswith(

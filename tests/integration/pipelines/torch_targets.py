@@ -43,6 +43,9 @@ def fail_on_rank_one(pid_dir: str) -> None:
     _note_pid(pid_dir)
     dist.init_process_group("gloo")
     if dist.get_rank() == 1:
+        # When it failed (wall clock, read by the test in another process): how soon the job
+        # ends after a failure is what is asserted, not how long slow replicas took to start.
+        (Path(pid_dir) / "failed-at").write_text(repr(time.time()))
         raise ValueError("boom")
     time.sleep(600)
 
