@@ -54,6 +54,7 @@ def serving(cli: Cli, *args: str, timeout: float = 90) -> Iterator[tuple[str, Pa
     with log.open("w") as stderr:
         proc = cli.popen("serve", *args, "--port", str(port), stdout=stderr, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
+    stopped = False
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -66,12 +67,19 @@ def serving(cli: Cli, *args: str, timeout: float = 90) -> Iterator[tuple[str, Pa
                 pytest.fail(f"headwater serve not ready after {timeout}s:\n{log.read_text()}")
             time.sleep(0.1)
         yield url, log
+        stopped = True
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0, log.read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if not stopped and proc.poll() is None:
+            # A failed test must not leave the server, or its worker processes, behind:
+            # SIGINT ends it and its workers as a user's Ctrl-C does.
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def test_a_registered_model_is_served_over_v1_and_v2(headwater: Cli, tmp_path: Path) -> None:
