@@ -5,8 +5,9 @@ Import the fixtures into a test module to use them::
     from dask_cluster import DaskCluster  # the fixtures are registered in conftest.py
 
 `dask_cluster` is session-scoped (one per pytest-xdist worker): a scheduler and two plain
-workers, for tests that only run pipelines on it. `dask_cluster_factory` starts clusters for
-one test (a worker with `GPU=1`, a worker to kill, a scheduler to kill) and stops them after.
+workers (one on 127.0.0.1, one on 127.0.0.2), for tests that only run pipelines on it.
+`dask_cluster_factory` starts clusters for one test (a worker with `GPU=1`, a worker to kill,
+a scheduler to kill) and stops them after.
 
 Every process is a real subprocess started the way a user starts them. The scheduler runs
 with Dask's own re-run of tasks whose worker died switched off
@@ -82,6 +83,7 @@ class WorkerSpec:
     name: str
     resources: str | None = None  # as `--resources` takes it, e.g. "GPU=1"
     nthreads: int = 2
+    host: str = "127.0.0.1"  # the address it listens on (any of 127.0.0.0/8 is this machine)
 
 
 @dataclass
@@ -96,7 +98,7 @@ class DaskWorker:
 
 @dataclass
 class DaskCluster:
-    """A running scheduler and its workers on 127.0.0.1."""
+    """A running scheduler and its workers on loopback (127.0.0.1 unless a spec says)."""
 
     address: str
     scheduler: subprocess.Popen[bytes]
@@ -147,7 +149,7 @@ class DaskCluster:
         cwd.mkdir()
         argv = [*_dask_cli(), "worker", self.address, "--name", spec.name]
         argv += ["--nthreads", str(spec.nthreads), "--nworkers", "1", "--no-dashboard"]
-        argv += ["--host", "127.0.0.1", "--local-directory", str(cwd / "dask-scratch")]
+        argv += ["--host", spec.host, "--local-directory", str(cwd / "dask-scratch")]
         # A worker left behind by a test that crashed goes away once its scheduler is gone.
         argv += ["--death-timeout", "60"]
         if spec.resources:
@@ -249,7 +251,9 @@ def worker_of(cluster: DaskCluster, pid: int) -> tuple[str, int]:
     raise AssertionError(f"process {pid} does not descend from a worker of {cluster.address}")
 
 
-PLAIN_WORKERS = [WorkerSpec("worker-a"), WorkerSpec("worker-b")]
+#: Worker b listens on 127.0.0.2, which is this machine as much as 127.0.0.1 is (Linux
+#: answers the whole 127.0.0.0/8 block on `lo`): a local pipeline root works on both.
+PLAIN_WORKERS = [WorkerSpec("worker-a"), WorkerSpec("worker-b", host="127.0.0.2")]
 
 
 @pytest.fixture(scope="session")

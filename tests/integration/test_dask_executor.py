@@ -221,6 +221,20 @@ def test_python_api_takes_an_address_or_a_client(
     assert report["client"] == "running"
 
 
+def test_workers_on_any_loopback_address_may_use_a_local_root(
+    headwater: Cli,
+    dask_cluster: DaskCluster,
+) -> None:
+    """127.0.0.2 is this machine too: a local pipeline root is accepted, and the run works."""
+    workers = set(dask_cluster.query())
+    assert any(a.startswith("tcp://127.0.0.2:") for a in workers), workers
+
+    result = run_ok(headwater.run("storage_s3", *on(dask_cluster)))
+
+    assert result["outputs"] == {"Output": "RIVER DATA"}
+    assert_ran_on(tasks_by_name(result), workers)
+
+
 # --- resources -------------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from headwater import config
 from headwater.errors import UserError
+from headwater.security import is_loopback
 
 #: Seconds to reach a scheduler before giving up (the unreachable-scheduler line).
 CONNECT_TIMEOUT_S = 2.0
@@ -129,10 +130,13 @@ def _local_cluster() -> Any:
 def refuse_local_root(root: str, worker_hosts: list[str], here: set[str]) -> None:
     """Raise when a local `root` is asked of workers on hosts other than this one (`here`).
 
+    A loopback address (any of 127.0.0.0/8, ::1) is this machine whether or not an interface
+    lists it: Linux answers the whole block on `lo`.
+
     Raises:
-        UserError: Some worker host is not one of `here`'s names or addresses.
+        UserError: Some worker host is neither loopback nor one of `here`'s names or addresses.
     """
-    away = sorted({host for host in worker_hosts if host not in here})
+    away = sorted({host for host in worker_hosts if host not in here and not is_loopback(host)})
     if away:
         raise UserError(
             f"pipeline root {root!r} is on this machine, but Dask workers run on "

@@ -21,6 +21,14 @@ def test_workers_on_this_host_may_use_a_local_root() -> None:
     refuse_local_root("/data/root", ["127.0.0.1", "127.0.0.1"], here)
 
 
+@pytest.mark.parametrize(
+    "host", ["127.0.0.2", "127.1.2.3", "::1", "[::1]", "localhost"], ids=lambda h: h
+)
+def test_every_loopback_address_is_this_host(host: str) -> None:
+    # No interface lists 127.0.0.2, yet a worker listening there is on this machine.
+    refuse_local_root("/data/root", [host], {"127.0.0.1"})
+
+
 def test_a_worker_on_another_host_refuses_a_local_root_naming_it() -> None:
     with pytest.raises(UserError) as caught:
         refuse_local_root("/data/root", ["127.0.0.1", "10.9.8.7"], {"127.0.0.1"})
