@@ -47,6 +47,10 @@ pytest.importorskip("distributed")
 
 #: Longest a run may take to end after its scheduler is lost, and a bad scheduler to be told.
 SCHEDULER_LOST_S = 10
+#: Longest a task may outlive its SIGKILLed engine: about 1 s on an idle machine (the lease
+#: lapses as the engine's connection closes, the worker looks every second); the bug it pins
+#: left the task running for good.
+ENGINE_KILLED_S = 6
 UNREACHABLE_S = 5
 #: What `headwater run --executor dask` takes to start, import Dask and be refused by a closed
 #: port on an idle 2-core machine (measured 1.2 s; the same 0.5 s of margin as before).
@@ -449,6 +453,34 @@ def test_ctrl_c_stops_the_task_processes_on_the_workers(
         assert cli.returncode == 130, cli.describe()
         assert "interrupted" in cli.stderr and "Traceback" not in cli.stderr
         wait_for(lambda: process_gone(task_pid), 10, f"the task process {task_pid} to end")
+    finally:
+        if task_pid is not None and not process_gone(task_pid):
+            os.kill(task_pid, signal.SIGKILL)
+
+
+def test_a_killed_engine_leaves_no_task_running_on_the_workers(
+    headwater: Cli,
+    tmp_path: Path,
+    scratch: Path,
+    dask_cluster: DaskCluster,
+) -> None:
+    """SIGKILL gives the engine no chance to cancel anything: the workers must notice."""
+    args = [pipeline("runtime_sleeper"), "--param", f"scratch={scratch}"]
+    task_pid: int | None = None
+    try:
+        with started(headwater, tmp_path, *args, *on(dask_cluster)) as (proc, _):
+            wait_for((scratch / "pid").is_file, 60, "the sleeper task to start")
+            task_pid = int((scratch / "pid").read_text())
+            worker_of(dask_cluster, task_pid)  # it runs under a worker, not the engine
+
+            proc.kill()
+            proc.wait()
+
+        wait_for(
+            lambda: process_gone(task_pid),
+            ENGINE_KILLED_S,
+            f"the task process {task_pid} of the killed engine to end",
+        )
     finally:
         if task_pid is not None and not process_gone(task_pid):
             os.kill(task_pid, signal.SIGKILL)

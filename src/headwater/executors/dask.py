@@ -19,7 +19,11 @@ Faults: a worker that dies mid-task fails that attempt as retryable, so the task
 policy decides. That needs the scheduler not to re-run the task itself: the LocalCluster made
 here sets `distributed.scheduler.allowed-failures` to 0; start your own scheduler with
 `DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0`. A scheduler lost mid-run fails the run
-within seconds (resume it on another cluster with `headwater run --resume`).
+within seconds (resume it on another cluster with `headwater run --resume`). An engine lost
+mid-run leaves no task running: its client's connection is the lease on its tasks, and the
+workers stop their processes about a second after the scheduler saw the client go (at once
+when the engine is killed or crashes; after Dask's TCP timeout when its machine vanishes; see
+`dask_worker`).
 """
 
 from __future__ import annotations

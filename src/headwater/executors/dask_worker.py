@@ -7,6 +7,16 @@ outputs (parameter values, artifact URIs), or a structured error; and where its 
 Nothing of it is left on the worker's disk: the task runs in the worker's scratch space, its
 artifacts go to the pipeline root and its log beside its outputs there.
 
+Nothing of it outlives its engine either. The engine's lease on an attempt is its Dask task:
+while the engine's client is connected, the scheduler keeps the task wanted; when the client
+leaves (the engine exited, crashed or was SIGKILLed: its connection closes at once; its
+host vanished: Dask's TCP timeout, `distributed.comm.timeouts.tcp`, 30 s by default) or
+cancels, the scheduler releases it, and this worker marks it cancelled, though its thread
+still runs. `HeadwaterPlugin` looks every `LEASE_CHECK_S` for attempts whose task is no
+longer wanted and stops their process groups. The lease needs no message of its own: an
+engine that is slow, paused in a GC or suspended (Ctrl-Z) keeps its connection, and so its
+tasks, however long it takes.
+
 This module is imported on workers (which have Headwater and `distributed` installed) and by
 `DaskExecutor`; nothing else imports it, so `distributed` stays optional.
 """
@@ -20,6 +30,7 @@ import os
 import shutil
 import threading
 from collections import defaultdict
+from collections.abc import Collection, Hashable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +45,12 @@ from headwater.task import Launch, TaskError, TaskResult
 PLUGIN = "headwater"
 #: Logs up to this size also travel back with the result (the engine then needs no fetch).
 INLINE_LOG_BYTES = 256 * 1024
+#: Seconds between two looks for attempts whose engine gave them up (see the module docstring).
+LEASE_CHECK_S = 1.0
+#: The worker's periodic callback that looks.
+_WATCH = "headwater-lease"
+#: Worker task states of a task the scheduler released while its thread still runs.
+_RELEASED = frozenset({"cancelled", "released", "forgotten"})
 
 T = TypeVar("T")
 
@@ -42,7 +59,9 @@ class TaskHost:
     """One fork server on this worker, shared by the worker's threads.
 
     Each Dask thread that runs a task blocks in `run` until its task process ended; a pump
-    thread reads the fork server's reports and hands each result to its waiting thread.
+    thread reads the fork server's reports and hands each result to its waiting thread. Only
+    the pump stops task processes (`cancel` and `abandon` hand them to it), so no two threads
+    ever work the fork server's reports at once.
     """
 
     def __init__(self) -> None:
@@ -52,14 +71,22 @@ class TaskHost:
         self._lock = threading.Lock()
         self._waiting: dict[int, Future[TaskResult]] = {}
         self._runs: defaultdict[str, set[int]] = defaultdict(set)
+        self._keys: dict[Hashable, int] = {}  # the Dask task of each attempt -> its number
+        self._stopping: dict[int, str] = {}  # attempts the pump is to stop -> why
         self._ids = itertools.count(1)
         self._wake = threading.Event()
         self._closed = False
         self._pump_thread = threading.Thread(target=self._pump, name="headwater-host", daemon=True)
         self._pump_thread.start()
 
-    def run(self, launch: Launch, run_key: str) -> TaskResult:
-        """Run one attempt to its end and return its result (`launch.task_id` kept)."""
+    def run(self, launch: Launch, run_key: str, dask_key: Hashable = None) -> TaskResult:
+        """Run one attempt to its end and return its result (`launch.task_id` kept).
+
+        Args:
+            launch: The attempt.
+            run_key: The run it belongs to (`cancel` stops a run's attempts).
+            dask_key: The Dask task running it, if any (`abandon` stops an attempt by it).
+        """
         number = next(self._ids)
         waiter: Future[TaskResult] = Future()
         with self._lock:
@@ -67,6 +94,8 @@ class TaskHost:
                 raise HeadwaterSystemError("the worker is closing; the attempt did not start")
             self._waiting[number] = waiter
             self._runs[run_key].add(number)
+            if dask_key is not None:
+                self._keys[dask_key] = number
             self._executor.submit(dataclasses.replace(launch, task_id=number))
         self._wake.set()
         try:
@@ -77,11 +106,28 @@ class TaskHost:
                 self._runs[run_key].discard(number)
                 if not self._runs[run_key]:
                     self._runs.pop(run_key, None)
+                if dask_key is not None:
+                    self._keys.pop(dask_key, None)
         result.task_id = launch.task_id
         return result
 
+    def dask_keys(self) -> list[Hashable]:
+        """The Dask tasks of the attempts running here."""
+        with self._lock:
+            return list(self._keys)
+
+    def abandon(self, dask_keys: Collection[Hashable]) -> None:
+        """Stop the attempts run by `dask_keys`, whose engine gave them up (soon, not now)."""
+        why = "its engine is gone: the Dask scheduler released its task"
+        with self._lock:
+            for key in dask_keys:
+                if key in self._keys:
+                    self._stopping.setdefault(self._keys[key], why)
+        self._wake.set()
+
     def _pump(self) -> None:
         while not self._closed:
+            self._stop_wanted()
             if self._executor.running() == 0:
                 self._wake.wait(0.5)
                 self._wake.clear()
@@ -105,17 +151,28 @@ class TaskHost:
                 waiter.set_result(TaskResult(number, error=TaskError("", "WorkerError", why)))
 
     def cancel(self, run_key: str) -> int:
-        """Stop every task process of `run_key` on this worker; return how many there were."""
+        """Stop every task process of `run_key` on this worker (soon, not now; the pump does
+        it); return how many there are."""
         with self._lock:
             numbers = set(self._runs.pop(run_key, ()))
-            waiters = [(n, self._waiting.get(n)) for n in numbers]
-        if numbers:
-            self._executor.cancel(numbers)
-        for number, waiter in waiters:
-            if waiter is not None and not waiter.done():
-                error = TaskError("", "Interrupted", "the engine cancelled the task")
-                waiter.set_result(TaskResult(number, error=error))
+            for number in numbers:
+                self._stopping.setdefault(number, "the engine cancelled the task")
+        self._wake.set()
         return len(numbers)
+
+    def _stop_wanted(self) -> None:
+        """Stop the attempts `cancel` and `abandon` asked for: their process groups, SIGTERM
+        then SIGKILL (see `LocalExecutor.cancel`); their waiting threads get an error."""
+        with self._lock:
+            if not self._stopping:
+                return
+            stopping, self._stopping = self._stopping, {}
+        self._executor.cancel(set(stopping))
+        for number, why in stopping.items():
+            with self._lock:
+                waiter = self._waiting.get(number)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(TaskResult(number, error=TaskError("", "Interrupted", why)))
 
     def close(self) -> None:
         """Stop the fork server and every task still running."""
@@ -141,10 +198,35 @@ class HeadwaterPlugin(WorkerPlugin):
 
     def setup(self, worker: Any) -> None:
         self.get_host()
+        self.watch(worker)
 
     def teardown(self, worker: Any) -> None:
+        watch = worker.periodic_callbacks.pop(_WATCH, None)
+        if watch is not None:
+            watch.stop()
         if self.host is not None:
             self.host.close()
+
+    def watch(self, worker: Any) -> None:
+        """Look every `LEASE_CHECK_S` for attempts whose engine gave them up, and stop them.
+
+        Runs on the worker's event loop, as the look does: it reads the worker's task states.
+        """
+        from tornado.ioloop import PeriodicCallback
+
+        if _WATCH in worker.periodic_callbacks:
+            return
+        watch = PeriodicCallback(lambda: self._look(worker), LEASE_CHECK_S * 1000)
+        worker.periodic_callbacks[_WATCH] = watch  # the worker stops it when it closes
+        watch.start()
+
+    def _look(self, worker: Any) -> None:
+        host = self.host
+        if host is None:
+            return
+        given_up = [key for key in host.dask_keys() if not _still_wanted(worker, key)]
+        if given_up:
+            host.abandon(given_up)
 
     def get_host(self) -> TaskHost:
         with self._lock:
@@ -164,7 +246,14 @@ def _plugin(worker: Any) -> HeadwaterPlugin:
     if not isinstance(plugin, HeadwaterPlugin):  # not registered yet on this worker: be it
         plugin = HeadwaterPlugin()
         worker.plugins[PLUGIN] = plugin
+        worker.loop.add_callback(plugin.watch, worker)
     return plugin
+
+
+def _still_wanted(worker: Any, key: Hashable) -> bool:
+    """False once the scheduler released the Dask task `key` (its engine gave it up)."""
+    task = worker.state.tasks.get(key)
+    return task is not None and task.state not in _RELEASED
 
 
 def run_attempt(
@@ -192,7 +281,7 @@ def run_attempt(
     with contextlib.suppress(FileNotFoundError):
         os.unlink(local.log_path)
     try:
-        result = _run_here(worker, local, run_key, install_packages)
+        result = _run_here(worker, local, run_key, install_packages, worker.get_current_task())
         result.worker = worker.address
         if log_uri and os.path.exists(local.log_path):
             _store_log(launch, str(local.log_path), log_uri)
@@ -215,7 +304,9 @@ def _discard(scratch: Path) -> None:
     ).start()
 
 
-def _run_here(worker: Any, launch: Launch, run_key: str, install: bool) -> TaskResult:
+def _run_here(
+    worker: Any, launch: Launch, run_key: str, install: bool, dask_key: Hashable
+) -> TaskResult:
     try:
         python_path = _packages(launch, install)
     except HeadwaterError as exc:
@@ -223,7 +314,7 @@ def _run_here(worker: Any, launch: Launch, run_key: str, install: bool) -> TaskR
         return TaskResult(launch.task_id, error=error, retryable=False)
     if python_path:
         launch = dataclasses.replace(launch, python_path=python_path)
-    return _plugin(worker).get_host().run(launch, run_key)
+    return _plugin(worker).get_host().run(launch, run_key, dask_key)
 
 
 def _packages(launch: Launch, install: bool) -> tuple[str, ...]:
