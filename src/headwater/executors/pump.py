@@ -25,6 +25,7 @@ from typing import NoReturn
 
 from headwater.platform.masking import Masker, StreamMasker
 
+_PR_SET_PDEATHSIG = 1
 _CHUNK = 1 << 16
 #: At most this much is passed on after the task ended: what the task wrote before it ended
 #: is in the pipe (64 KiB by default); more can only come from a process it left running.
@@ -45,8 +46,10 @@ def mask_output(masker: Masker) -> None:
     signal.signal(signal.SIGCHLD, _ignore)
     signal.set_wakeup_fd(wake_write)
     alarm = signal.alarm(0)  # kubernetes.set_timeout: the child's deadline, not the pump's
+    pump = os.getpid()
     pid = os.fork()
     if pid == 0:
+        _die_with(pump)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in (source, wake_read, wake_write):
@@ -65,6 +68,20 @@ def mask_output(masker: Masker) -> None:
     except BaseException:
         os._exit(1)
     _exit_as(status)
+
+
+def _die_with(parent: int) -> None:
+    """Be killed when `parent` dies, as the task was with the fork server (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
 
 
 def _ignore(signum: int, frame: object) -> None:

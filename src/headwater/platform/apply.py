@@ -113,7 +113,11 @@ def _key_files(path: str) -> list[str]:
     being replaced, `.tmp-*`, included: masking one value too many costs nothing)."""
     if not os.path.isdir(path):
         return [path]
-    entries = (os.path.join(path, entry) for entry in sorted(os.listdir(path)))
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:  # as a missing optional key: the task cannot read these values either
+        return []
+    entries = (os.path.join(path, entry) for entry in names)
     return [entry for entry in entries if os.path.isfile(entry)]
 
 
