@@ -3,7 +3,8 @@
 Lightweight Python components run through KFP's own executor (`kfp.dsl.executor_main`), never
 through the `pip install` prelude their command carries; everything else is exec'd as a host
 command with its placeholders already resolved. Any failure is written as a structured record
-(`error.json`) beside the log so the engine can report type, message and traceback.
+(`error.json`) beside the log so the engine can report type, message and traceback. A task
+given secrets masks their values in both (`_mask_secrets`).
 """
 
 from __future__ import annotations

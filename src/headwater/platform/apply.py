@@ -3,8 +3,9 @@
 `apply_platform` takes the plan the engine made (`TaskPlatform.to_payload()`) and gives the
 process what a pod would have had: environment variables from field paths, secrets and config
 maps; its volumes at their mount paths; its time limit. For CreatePVC and DeletePVC it does the
-whole task. Secret values are read here, in the task process, and go only into its environment:
-never into a log, a payload, the metadata store or a cache key.
+whole task. Secret values are read here, in the task process, and go only into its environment
+and into the masker that keeps them out of its output (`secret_masker`): never into a log, a
+payload, the metadata store or a cache key.
 """
 
 from __future__ import annotations
