@@ -239,6 +239,33 @@ def test_workers_on_any_loopback_address_may_use_a_local_root(
     assert_ran_on(tasks_by_name(result), workers)
 
 
+def test_a_secret_a_task_prints_is_masked_in_the_log_sent_back_in_band(
+    headwater: Cli,
+    dask_cluster: DaskCluster,
+) -> None:
+    value = "dask-s3cret-Hunter2-value"
+    assert headwater("secrets", "set", "db", f"password={value}").returncode == 0
+
+    result = headwater.run("k8s_secret_leak", *on(dask_cluster))
+
+    summary = run_failed(result)
+    # The log came back with the result (it is small) and went into the run's folder here.
+    log = log_text(tasks_by_name(headwater.show(summary["run_id"]))["leak"])
+    assert {"printed: ***", "split: ***", "child: ***"} <= set(log.splitlines()), log
+    task = tasks_by_name(summary)["leak"]
+    assert task["executor"] == "dask" and task["error"]["message"].endswith("'***'"), task
+    assert value not in result.stdout + result.stderr
+    for root in (headwater.home, dask_cluster.directory):
+        leaks = [
+            str(path)
+            for path in root.rglob("*")
+            if path.is_file()
+            and "secrets" not in path.parts
+            and value.encode() in path.read_bytes()
+        ]
+        assert leaks == []
+
+
 # --- resources -------------------------------------------------------------------------------
 
 

@@ -9,8 +9,10 @@ namespace: where the system refuses one, the task fails naming the mount path.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +80,60 @@ def test_secrets_and_config_maps_reach_the_task_as_env_and_files_and_nowhere_els
     # store, executor inputs or the console.
     assert _files_holding(headwater.home, PASSWORD, skip=headwater.home / "secrets") == []
     assert PASSWORD not in result.stdout + result.stderr
+
+
+def test_a_secret_the_task_prints_or_fails_with_is_masked_everywhere_it_is_written(
+    headwater: Cli,
+) -> None:
+    _store_secrets(headwater)
+    result = headwater.run("k8s_secret_leak")
+
+    summary = run_failed(result)
+    [task] = summary["tasks"]
+    assert task["error"]["message"] == "cannot connect with password '***'"
+    assert PASSWORD not in result.stdout + result.stderr
+    run_dir = headwater.home / "runs" / summary["run_id"]
+    [log] = run_dir.rglob("log.txt")
+    # The output is there, masked: printed, written in two halves, written by a child.
+    lines = log.read_text().splitlines()
+    assert {"printed: ***", "split: ***", "child: ***"} <= set(lines), lines
+    [error] = run_dir.rglob("error.json")
+    assert "'***'" in json.loads(error.read_text())["message"]
+    assert "'***'" in (run_dir / "run.json").read_text()
+    # Not in any file Headwater wrote: logs, error.json, run.json, the metadata store's bytes.
+    assert _files_holding(headwater.home, PASSWORD, skip=headwater.home / "secrets") == []
+    with contextlib.closing(sqlite3.connect(headwater.home / "metadata.db")) as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        rows = repr([db.execute(f'SELECT * FROM "{table}"').fetchall() for table in tables])
+    assert "***" in rows and PASSWORD not in rows
+    # The UI's API over the same store serves the run and the log masked.
+    pytest.importorskip("fastapi")
+    base = f"/api/v1/runs/{summary['run_id']}"
+    shown, served = _ui_get(headwater, base, f"{base}/tasks/leak/log")
+    assert "'***'" in shown and PASSWORD not in shown
+    assert "printed: ***" in served and PASSWORD not in served
+
+
+def _ui_get(headwater: Cli, *paths: str) -> list[str]:
+    """The bodies of GET `paths` from the UI app over `headwater`'s store, in process."""
+    import asyncio
+
+    import httpx
+
+    from headwater.ui import create_app
+
+    async def get() -> list[str]:
+        app = create_app(f"sqlite:///{headwater.home / 'metadata.db'}")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            responses = [await client.get(path) for path in paths]
+        for response in responses:
+            assert response.status_code == 200, response.text
+        return [response.text for response in responses]
+
+    with pytest.MonkeyPatch.context() as patch:  # where the UI finds the runs folder
+        patch.setenv("HEADWATER_HOME", str(headwater.home))
+        return asyncio.run(get())
 
 
 @needs_mounts

@@ -3,7 +3,8 @@
 Lightweight Python components run through KFP's own executor (`kfp.dsl.executor_main`), never
 through the `pip install` prelude their command carries; everything else is exec'd as a host
 command with its placeholders already resolved. Any failure is written as a structured record
-(`error.json`) beside the log so the engine can report type, message and traceback.
+(`error.json`) beside the log so the engine can report type, message and traceback. A task
+given secrets masks their values in both (`_mask_secrets`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,17 @@ import os
 import shutil
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import PipelineSpecError
 
+if TYPE_CHECKING:
+    from headwater.platform.masking import Masker
+
 ERROR_FILE = "error.json"
+
+#: The values of the secrets this task was given, masked in its output and its error record.
+_masker: Masker | None = None
 
 
 def run_task(payload: dict[str, Any]) -> None:
@@ -34,6 +41,8 @@ def run_task(payload: dict[str, Any]) -> None:
         os.environ.update(payload.get("env_update") or {})
         _extend_python_path(payload.get("python_path") or [])
         whole_task = payload.get("platform") is not None and _apply_platform(payload)
+        if not whole_task and payload.get("platform") is not None:
+            _mask_secrets(payload)
         _download(payload)
         if whole_task:
             code = 0  # CreatePVC / DeletePVC: the platform operation was the whole task
@@ -88,6 +97,22 @@ def _apply_platform(payload: dict[str, Any]) -> bool:
     from headwater.platform.apply import apply_platform
 
     return apply_platform(payload)
+
+
+def _mask_secrets(payload: dict[str, Any]) -> None:
+    """From here on, mask the values of the task's secrets in all it writes and reports.
+
+    Its output goes through a masking pump (see `headwater.executors.pump`): this process
+    becomes the pump and a child of it goes on as the task.
+    """
+    global _masker
+    from headwater.platform.apply import secret_masker
+
+    _masker = secret_masker(payload["platform"].get("masked") or (), warn=True)
+    if _masker is not None:
+        from headwater.executors.pump import mask_output
+
+        mask_output(_masker)
 
 
 def _redirect_output(log_path: str) -> None:
@@ -208,10 +233,13 @@ def _write_error(payload: dict[str, Any], exc: BaseException, *, exit_code: int)
     made), in the executor's spool, so that the reason still reaches the engine.
     """
     message = f"sys.exit({exc.code!r}) was called" if isinstance(exc, SystemExit) else str(exc)
+    trace = "".join(traceback.format_exception(exc))
+    if _masker is not None:
+        message, trace = _masker.mask(message), _masker.mask(trace)
     record = {
         "error_type": type(exc).__name__,
         "message": message,
-        "traceback": "".join(traceback.format_exception(exc)),
+        "traceback": trace,
         "exit_code": exit_code,
     }
     text = json.dumps(record)

@@ -372,11 +372,22 @@ def _record(exc: BaseException, *, exit_code: int | None) -> dict[str, Any]:
 
 
 def _task_error(launch: Launch, record: dict[str, Any], exitcode: int | None) -> TaskError:
+    message = str(record.get("message") or "")
+    trace = str(record.get("traceback") or "")
+    masked = launch.platform.masked() if launch.platform is not None else None
+    if masked:
+        # The task masked its own record; this masks what was said about it here (an output
+        # parameter that does not parse is quoted), reading the values only when it failed.
+        from headwater.platform.apply import secret_masker
+
+        masker = secret_masker(masked)
+        if masker is not None:
+            message, trace = masker.mask(message), masker.mask(trace)
     return TaskError(
         task=launch.name,
         error_type=str(record.get("error_type") or "Error"),
-        message=str(record.get("message") or ""),
-        traceback=str(record.get("traceback") or ""),
+        message=message,
+        traceback=trace,
         exit_code=exitcode,
         log_path=str(launch.log_path),
     )

@@ -3,8 +3,9 @@
 `apply_platform` takes the plan the engine made (`TaskPlatform.to_payload()`) and gives the
 process what a pod would have had: environment variables from field paths, secrets and config
 maps; its volumes at their mount paths; its time limit. For CreatePVC and DeletePVC it does the
-whole task. Secret values are read here, in the task process, and go only into its environment:
-never into a log, a payload, the metadata store or a cache key.
+whole task. Secret values are read here, in the task process, and go only into its environment
+and into the masker that keeps them out of its output (`secret_masker`): never into a log, a
+payload, the metadata store or a cache key.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ import json
 import os
 import signal
 import sys
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import PlatformError
 from headwater.platform import volumes
+
+if TYPE_CHECKING:
+    from headwater.platform.masking import Masker
 
 POD_FILE = "pod.json"
 
@@ -69,6 +74,52 @@ def apply_platform(payload: dict[str, Any]) -> bool:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(timeout)
     return False
+
+
+def secret_masker(paths: Iterable[str], *, warn: bool = False) -> Masker | None:
+    """A masker for the values of the secrets the task is given; None if there is none to mask.
+
+    Args:
+        paths: Where the values are (`TaskPlatform.masked`): they are read here, in the
+            process that masks, and kept nowhere else.
+        warn: Name each value too short to mask in a warning on stderr (the task's log).
+    """
+    paths = list(paths)
+    if not paths:
+        return None
+    from headwater.platform.masking import MIN_LENGTH, Masker, maskable
+
+    values = []
+    for path in paths:
+        for key_path in _key_files(path):
+            try:
+                with open(key_path, "rb") as fh:
+                    value = fh.read()
+            except OSError:  # an optional key that is missing: nothing to mask
+                continue
+            values.append(value)
+            if warn and value.strip() and not maskable(value):
+                name, key = os.path.basename(os.path.dirname(key_path)), os.path.basename(key_path)
+                print(
+                    f"headwater: warning: key {key!r} of secret {name!r} is shorter than "
+                    f"{MIN_LENGTH} characters, so it is not masked in this task's output",
+                    file=sys.stderr,
+                )
+    masker = Masker(values)
+    return masker if masker else None
+
+
+def _key_files(path: str) -> list[str]:
+    """`path` if it is a key's file; for a secret's directory, every file in it (a value
+    being replaced, `.tmp-*`, included: masking one value too many costs nothing)."""
+    if not os.path.isdir(path):
+        return [path]
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:  # as a missing optional key: the task cannot read these values either
+        return []
+    entries = (os.path.join(path, entry) for entry in names)
+    return [entry for entry in entries if os.path.isfile(entry)]
 
 
 def _operate(operation: dict[str, Any], payload: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwater.platform.secrets import LocalSecretStore
+from headwater.platform.secrets import SECRET, LocalSecretStore
 
 #: What KFP's backend puts on every task pod (argocompiler and the API server).
 KFP_LABELS = {"pipelines.kubeflow.org/v2_component": "true"}
@@ -96,7 +96,20 @@ class TaskPlatform:
             "timeout": self.timeout,
             "operation": dict(self.operation) if self.operation else None,
             "warnings": list(self.warnings),
+            "masked": self.masked(),
         }
+
+    def masked(self) -> list[str]:
+        """Where the values of the secrets the task is given are: files of single keys, or
+        a secret's directory when all its keys are given. The task masks those values in
+        its output (`headwater.platform.masking`); config maps are not secret."""
+        paths = []
+        for kind, name, root, keys in self.sources:
+            if kind != SECRET:
+                continue
+            where = Path(root) / name
+            paths += [str(where)] if keys is None else [str(where / key) for key in keys]
+        return paths
 
     def cache_material(self) -> dict[str, Any]:
         """What the settings add to the task's cache key.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from headwater.errors import PlatformError
-from headwater.platform.apply import apply_platform
+from headwater.platform.apply import apply_platform, secret_masker
 
 
 @pytest.fixture
@@ -61,3 +61,24 @@ def test_create_pvc_writes_the_name_output_and_delete_pvc_removes_the_volume(
     assert apply_platform(delete) is True
     assert not (root / "v-1").exists()
     assert "created volume 'v-1'" in capsys.readouterr().out
+
+
+def test_the_masker_has_every_secret_value_given_as_a_key_or_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, api = tmp_path / "secrets" / "db", tmp_path / "secrets" / "api"
+    db.mkdir(parents=True)
+    api.mkdir()
+    (db / "password").write_bytes(b"db-password-1")
+    (db / "pin").write_bytes(b"123")
+    (api / "token").write_bytes(b"api-token-2")
+    (api / "unused").write_bytes(b"not-given-3")
+
+    masker = secret_masker([str(db), str(api / "token"), str(api / "gone")], warn=True)
+
+    assert masker is not None
+    assert masker.mask("db-password-1 api-token-2 not-given-3 123") == "*** *** not-given-3 123"
+    warning = capsys.readouterr().err
+    assert "key 'pin' of secret 'db' is shorter than 4 characters" in warning
+    assert "123" not in warning
+    assert secret_masker([]) is None and secret_masker([str(db / "pin")]) is None
