@@ -38,7 +38,7 @@ def call(
     async def go() -> httpx.Response:
         transport = httpx.ASGITransport(app=create_app(token=token))
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://testserver", cookies=cookies
+            transport=transport, base_url="http://127.0.0.1:8080", cookies=cookies
         ) as client:
             return await client.request(method, path, headers=headers, json=json)
 
