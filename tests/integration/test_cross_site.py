@@ -199,8 +199,9 @@ def test_another_sites_page_cannot_load_a_model(
     page: Any, serve_url: str, attacker: str, site: Site
 ) -> None:
     fetched, posted, curl = (site.handler(n) for n in ("fetch", "form", "curl"))
-    # A text/plain form that sends JSON: its one field is named '{"model": "...", "pad": "'.
-    field = json.dumps({"model": posted, "pad": ""})[:-2]
+    # A text/plain form that sends JSON: its one field is named '{"model": "...", "version": "'
+    # and its value '"}', which the browser joins with '=' into {"model": ..., "version": "="}.
+    field = json.dumps({"model": posted, "version": ""})[:-2]
     form = (
         f'<form method="post" enctype="text/plain" action="{serve_url}/admin/models/form/load">'
         f"<input name='{field}' value='\"}}'></form>"
@@ -208,8 +209,8 @@ def test_another_sites_page_cannot_load_a_model(
     )
     answer = _attack(page, f"{attacker}/{site.page('serve.html', form)}")
 
-    assert "cross-site request refused: POST from Origin 'http://attacker.example:" in answer
     assert not site.marker("fetch").exists() and not site.marker("form").exists()
+    assert "cross-site request refused: POST from Origin 'http://attacker.example:" in answer
     served = httpx.get(f"{serve_url}/v1/models").json()["models"]
     assert "fetch" not in served and "form" not in served
     loaded = httpx.post(f"{serve_url}/admin/models/curl/load", json={"model": curl})
@@ -229,8 +230,8 @@ def test_another_sites_page_cannot_run_an_upload_in_the_ui(
     )
     answer = _attack(page, f"{attacker}/{site.page('ui.html', form)}")
 
-    assert "cross-site request refused: POST from Origin 'http://attacker.example:" in answer
     assert not site.marker("ui-fetch").exists() and not site.marker("ui-form").exists()
+    assert "cross-site request refused: POST from Origin 'http://attacker.example:" in answer
     upload = {"content": site.pipeline("ui-curl"), "filename": "curl.py"}
     read = httpx.post(f"{ui_url}/api/v1/pipelines", json=upload, timeout=30)
     assert read.status_code == 200 and read.json()["pipeline"] == "marker", read.text
@@ -261,10 +262,10 @@ def test_a_server_opened_under_a_foreign_name_is_refused(
         [path, body],
     )
 
+    assert not site.marker(marker).exists()
+    assert status == 403 and "start it with --allow-host evil.example" in text
     assert opened.status == 403
     assert f"Host 'evil.example:{port}' is not a name of this server" in page.inner_text("body")
-    assert status == 403 and "start it with --allow-host evil.example" in text
-    assert not site.marker(marker).exists()
 
 
 def test_an_allowed_host_is_served_and_its_own_pages_may_post(
