@@ -277,6 +277,8 @@ def _cookie_login(scope: Scope, token: str, cookie: str) -> ASGIApp | None:
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+#: The request headers the rules read (the first of each counts).
+_READ = frozenset({b"host", b"origin", b"sec-fetch-site", b"content-type", b"content-length"})
 _ELSEWHERE = "use this server's own pages, or a client that is not a browser (curl, a library)"
 
 
@@ -334,6 +336,7 @@ class BrowserGuard:
         self._named = tuple(sorted(allowed))
         self._hosts = allowed | _LOOPBACK_NAMES
         self._json_only = tuple(json_only)
+        self._answered: dict[str, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -345,26 +348,25 @@ class BrowserGuard:
 
     def _refusal(self, scope: Scope) -> tuple[int, str] | None:
         """(status, message) for a request the rules refuse; None to let it through."""
-        host = origin = site = kind = None
+        seen: dict[bytes, bytes] = {}
         body = False
         for key, value in scope.get("headers", ()):  # one pass; ASGI names are lower case
-            if key == b"content-length" or key == b"transfer-encoding":
-                body = body or bytes(value).strip() != b"0"
-            elif key == b"host" and host is None:
-                host = bytes(value).decode("latin-1")
-            elif key == b"origin" and origin is None:
-                origin = bytes(value).decode("latin-1")
-            elif key == b"sec-fetch-site" and site is None:
-                site = bytes(value).decode("latin-1")
-            elif key == b"content-type" and kind is None:
-                kind = bytes(value).decode("latin-1")
-        if host is not None and not self._any_host:
-            name = _split_host(host)[0]
-            if not self._answers_to(name):
-                return 403, self._foreign_host(host, name)
+            if key in _READ and key not in seen:
+                seen[key] = value
+            elif key == b"transfer-encoding":
+                body = True
+        raw_host = seen.get(b"host")
+        host = None if raw_host is None else bytes(raw_host).decode("latin-1")
+        if host is not None and not self._any_host and not self._host_answered(host):
+            return 403, self._foreign_host(host, _split_host(host)[0])
         method = scope["method"]
         if method in SAFE_METHODS:
             return None
+        origin, site, kind = (
+            None if seen.get(k) is None else bytes(seen[k]).decode("latin-1")
+            for k in (b"origin", b"sec-fetch-site", b"content-type")
+        )
+        body = body or bytes(seen.get(b"content-length", b"0")).strip() != b"0"
         if origin is not None and not _same_origin(origin, scope.get("scheme", "http"), host):
             own = f"{scope.get('scheme', 'http')}://{host}" if host else "unknown"
             return 403, (
@@ -391,6 +393,15 @@ class BrowserGuard:
                     "site can send here"
                 )
         return None
+
+    def _host_answered(self, host: str) -> bool:
+        """True if the Host header `host` names the server (remembered: one per client)."""
+        answered = self._answered.get(host)
+        if answered is None:
+            if len(self._answered) >= 256:
+                self._answered.clear()  # a bound on what foreign names can fill
+            answered = self._answered[host] = self._answers_to(_split_host(host)[0])
+        return answered
 
     def _answers_to(self, name: str) -> bool:
         """True if `name` (from the Host header) is loopback or one of `allowed_hosts`."""
