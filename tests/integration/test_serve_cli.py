@@ -157,8 +157,12 @@ def test_workers_share_the_port_behind_a_token(headwater: Cli, tmp_path: Path) -
         (["nowhere/model.ubj"], "model 'nowhere/model.ubj' does not exist"),
         (["churn"], "'churn' is neither a file nor a registered model"),
         (["m.ubj", "--workers", "0"], "--workers must be at least 1"),
+        (
+            ["m.ubj", "--allow-host", "models.example:80"],
+            "--allow-host takes a host name or address without a port",
+        ),
     ],
-    ids=["non-loopback-without-token", "missing-file", "unregistered", "zero-workers"],
+    ids=["non-loopback-without-token", "missing-file", "unregistered", "zero-workers", "port"],
 )
 def test_bad_invocations_are_one_line_and_exit_2(
     headwater: Cli, args: list[str], message: str
@@ -169,6 +173,15 @@ def test_bad_invocations_are_one_line_and_exit_2(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("headwater: error: "), done.describe()
     assert message in lines[0]
+
+
+def test_a_blank_token_is_no_token(headwater: Cli) -> None:
+    headwater.env["HEADWATER_TOKEN"] = " \t"
+    done = headwater("serve", "m.ubj", "--host", "192.0.2.1", "--port", "1")
+    assert done.returncode == 2, done.describe()
+    assert done.stderr.startswith(
+        "headwater: error: refusing to serve on '192.0.2.1' without a token"
+    ), done.describe()
 
 
 def test_a_busy_port_is_one_line(headwater: Cli, tmp_path: Path) -> None:

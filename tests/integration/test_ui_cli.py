@@ -70,3 +70,11 @@ def test_non_loopback_host_needs_a_token(headwater: Cli, host: str) -> None:
     assert refused.returncode == 2
     [line] = refused.stderr.strip().splitlines()
     assert "--token" in line and host in line
+
+
+def test_a_blank_token_is_no_token(headwater: Cli) -> None:
+    headwater.env["HEADWATER_TOKEN"] = "  "
+    refused = headwater("ui", "--host", "192.0.2.1", "--port", "1", timeout=30)
+    assert refused.returncode == 2, refused.describe()
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith("headwater: error: refusing to serve on '192.0.2.1' without a token")

@@ -1,4 +1,5 @@
-"""The shared server rules: the token's source, loopback, the bind check, `TokenAuth`."""
+"""The shared server rules: the token's source, loopback, the bind check, `TokenAuth`, and
+`BrowserGuard` with the names a server answers to (`hosts_for_bind`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ import pytest
 
 from headwater.errors import InvalidArgumentError, UserError
 from headwater.security import (
+    ANY_HOST,
     TOKEN_ENV,
+    BrowserGuard,
     TokenAuth,
     check_bind,
+    hosts_for_bind,
     is_loopback,
     read_token,
     tokens_match,
@@ -56,8 +60,20 @@ def test_is_loopback(host: str, loopback: bool) -> None:
         ("", "env", "env"),
         (None, "", None),
         (None, None, None),
+        (None, " \t\n", None),
+        ("  ", "env", "env"),
+        (None, " s3cret\n", "s3cret"),
     ],
-    ids=["flag-wins", "env", "empty-flag", "empty-env", "neither"],
+    ids=[
+        "flag-wins",
+        "env",
+        "empty-flag",
+        "empty-env",
+        "neither",
+        "blank-env",
+        "blank-flag",
+        "padded-env",
+    ],
 )
 def test_read_token(
     monkeypatch: pytest.MonkeyPatch, given: str | None, env: str | None, token: str | None
@@ -78,7 +94,7 @@ def test_check_bind_allows(host: str, token: str | None) -> None:
     check_bind(host, token)
 
 
-@pytest.mark.parametrize("token", [None, ""], ids=["none", "empty"])
+@pytest.mark.parametrize("token", [None, "", "  "], ids=["none", "empty", "blank"])
 def test_check_bind_refuses_an_open_host_without_a_token(token: str | None) -> None:
     with pytest.raises(InvalidArgumentError) as refused:
         check_bind("0.0.0.0", token, exposes="see your runs")
@@ -220,3 +236,237 @@ def test_lifespan_and_websockets_pass_untouched() -> None:
 
 async def _never(*args: Any) -> Any:
     raise AssertionError("not called")
+
+
+# -- BrowserGuard through a real ASGI app -----------------------------------------------------
+
+
+def _refused(scope: Scope, status: int, message: str) -> Any:
+    async def answer(scope: Scope, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": message.encode()})
+
+    return answer
+
+
+def _send(
+    method: str,
+    url: str,
+    *,
+    allowed_hosts: tuple[str, ...] = (),
+    headers: dict[str, str] | None = None,
+    content: str | None = None,
+) -> httpx.Response:
+    """One request through `BrowserGuard` (guarding `/api/`) to an app that says hello."""
+    app = BrowserGuard(_hello, refuse=_refused, allowed_hosts=allowed_hosts, json_only=["/api/"])
+
+    async def call() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+            return await client.request(method, url, headers=headers, content=content)
+
+    return asyncio.run(call())
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("http://127.0.0.1:8080/", ()),
+        ("http://127.9.0.1/", ()),
+        ("http://localhost:8080/", ()),
+        ("http://LOCALHOST.:8080/", ()),
+        ("http://[::1]:8080/", ()),
+        ("http://ui.example.com:8080/", ("UI.example.com",)),
+        ("http://ui.example.com./", ("ui.example.com",)),
+        ("http://[fe80::1]:8080/", ("[FE80:0::1]",)),
+        ("http://anything.example/", (ANY_HOST,)),
+    ],
+    ids=repr,
+)
+def test_loopback_and_allowed_hosts_are_answered(url: str, allowed: tuple[str, ...]) -> None:
+    answer = _send(
+        "POST",
+        url + "api/x",
+        allowed_hosts=allowed,
+        headers={"Content-Type": "application/json"},
+        content="{}",
+    )
+    assert (answer.status_code, answer.text) == (200, "hello")
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("http://evil.example:8080/", ()),
+        ("http://localhost.evil.example/", ()),
+        ("http://127.0.0.1.evil.example/", ()),
+        ("http://192.168.1.4:8080/", ()),
+        ("http://evil.example/", ("ui.example.com",)),
+        ("http://sub.ui.example.com/", ("ui.example.com",)),
+    ],
+    ids=repr,
+)
+def test_a_foreign_host_is_refused_even_for_a_read(url: str, allowed: tuple[str, ...]) -> None:
+    answer = _send("GET", url, allowed_hosts=allowed)
+    assert answer.status_code == 403
+    name = httpx.URL(url).host
+    assert answer.text.startswith(f"Host {httpx.URL(url).netloc.decode()!r} is not a name of")
+    assert answer.text.endswith(f"start it with --allow-host {name}")
+    assert "DNS rebinding" in answer.text
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evil.example:8080",
+        "http://localhost:8080",
+        "https://127.0.0.1:8080",
+        "http://127.0.0.1:9999",
+        "http://127.0.0.1",
+        "null",
+        "garbage",
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("method", ["POST", "DELETE", "PUT"])
+def test_a_change_from_another_origin_is_refused(origin: str, method: str) -> None:
+    answer = _send(method, "http://127.0.0.1:8080/v1/x:predict", headers={"Origin": origin})
+    assert answer.status_code == 403
+    assert answer.text.startswith(f"cross-site request refused: {method} from Origin {origin!r}")
+    assert "not this server's (http://127.0.0.1:8080)" in answer.text
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("http://127.0.0.1:8080/api/x", "http://127.0.0.1:8080"),
+        ("http://127.0.0.1/api/x", "http://127.0.0.1"),
+        ("http://127.0.0.1/api/x", "http://127.0.0.1:80"),
+        ("http://localhost:8080/api/x", "HTTP://LocalHost:8080"),
+        ("http://[::1]:8080/api/x", "http://[::1]:8080"),
+    ],
+    ids=repr,
+)
+def test_a_change_from_the_servers_own_origin_passes(url: str, origin: str) -> None:
+    headers = {
+        "Origin": origin,
+        "Content-Type": "application/json",
+        "Sec-Fetch-Site": "same-origin",
+    }
+    answer = _send("POST", url, headers=headers, content="{}")
+    assert (answer.status_code, answer.text) == (200, "hello")
+
+
+def test_reads_from_another_site_and_clients_without_origin_pass() -> None:
+    # A link from another site is a cross-site GET; it changes nothing and may open a page.
+    cross = {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}
+    assert _send("GET", "http://127.0.0.1:8080/", headers=cross).status_code == 200
+    assert _send("HEAD", "http://127.0.0.1:8080/", headers=cross).status_code == 200
+    # curl and the client libraries send neither Origin nor Sec-Fetch-Site.
+    predict = _send("POST", "http://127.0.0.1:8080/v1/m:predict", content="{}")
+    assert (predict.status_code, predict.text) == (200, "hello")
+
+
+def test_a_change_the_browser_marks_cross_site_is_refused() -> None:
+    answer = _send(
+        "POST", "http://127.0.0.1:8080/v1/m:predict", headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    assert answer.status_code == 403
+    assert answer.text.startswith(
+        "cross-site request refused: a page of another site sent POST /v1/m:predict "
+        "(Sec-Fetch-Site: cross-site)"
+    )
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        None,
+        "text/plain",
+        "text/plain; charset=utf-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/jsonp",
+    ],
+    ids=repr,
+)
+def test_a_state_change_that_is_not_json_is_refused(kind: str | None) -> None:
+    headers = {} if kind is None else {"Content-Type": kind}
+    answer = _send("POST", "http://127.0.0.1:8080/api/runs", headers=headers, content='{"a": 1}')
+    assert answer.status_code == 415
+    assert answer.text.startswith(
+        "POST /api/runs takes JSON only: send 'Content-Type: application/json' "
+        f"(got {kind or 'none'!r})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kind", "content"),
+    [
+        ("POST", "/api/runs", "application/json", "{}"),
+        ("POST", "/api/runs", "Application/JSON; charset=utf-8", "{}"),
+        ("PATCH", "/api/runs", "application/merge-patch+json", "{}"),
+        ("POST", "/api/runs", None, None),  # no body: nothing a form could carry
+        ("DELETE", "/api/runs/1", None, None),
+        ("POST", "/v1/m:predict", "text/plain", "{}"),  # not a state change: Origin rules it
+    ],
+    ids=repr,
+)
+def test_json_and_bodyless_changes_pass(
+    method: str, path: str, kind: str | None, content: str | None
+) -> None:
+    headers = {} if kind is None else {"Content-Type": kind}
+    answer = _send(method, f"http://127.0.0.1:8080{path}", headers=headers, content=content)
+    assert (answer.status_code, answer.text) == (200, "hello")
+
+
+@pytest.mark.parametrize(
+    ("bind", "given", "hosts"),
+    [
+        ("127.0.0.1", [], ()),
+        ("localhost", ["UI.Example.com.", "ui.example.com"], ("ui.example.com",)),
+        ("0.0.0.0", [], (ANY_HOST,)),
+        ("::", [], (ANY_HOST,)),
+        ("0.0.0.0", ["ui.example.com"], ("ui.example.com",)),
+        ("192.0.2.7", ["ui.example.com"], ("ui.example.com", "192.0.2.7")),
+        ("[2001:db8::7]", ["*"], (ANY_HOST, "2001:db8::7")),
+        ("myhost.example", ["ui.example.com"], ("ui.example.com", "myhost.example")),
+    ],
+    ids=repr,
+)
+def test_hosts_for_bind(bind: str, given: list[str], hosts: tuple[str, ...]) -> None:
+    assert hosts_for_bind(bind, given) == hosts
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("", ""),
+        ("  ", ""),
+        ("ui.example.com:8080", " without a port"),
+        ("http://ui.example.com", ""),
+        ("a b", ""),
+        ("evil.example/x", ""),
+    ],
+    ids=repr,
+)
+def test_a_bad_allowed_host_is_refused(name: str, hint: str) -> None:
+    with pytest.raises(InvalidArgumentError) as refused:
+        hosts_for_bind("127.0.0.1", [name])
+    assert str(refused.value) == (
+        f"--allow-host takes a host name or address{hint} (e.g. ui.example.com, or * for "
+        f"any), got {name!r}"
+    )
+    with pytest.raises(InvalidArgumentError):
+        BrowserGuard(_hello, refuse=_refused, allowed_hosts=[name])
+
+
+def test_the_guard_lets_lifespan_and_websockets_through() -> None:
+    seen: list[str] = []
+
+    async def inner(scope: Scope, receive: Any, send: Any) -> None:
+        seen.append(scope["type"])
+
+    app = BrowserGuard(inner, refuse=_refused)
+    for kind in ("lifespan", "websocket"):
+        asyncio.run(app({"type": kind, "path": "/"}, _never, _never))
+    assert seen == ["lifespan", "websocket"]

@@ -14,7 +14,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import InvalidArgumentError
-from headwater.security import TOKEN_ENV, check_bind, read_token
+from headwater.security import (
+    ALLOW_HOST_HELP,
+    TOKEN_ENV,
+    check_bind,
+    hosts_for_bind,
+    read_token,
+)
 from headwater.serving.config import DEFAULT_MAX_LATENCY_MS
 
 if TYPE_CHECKING:
@@ -48,6 +54,9 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         metavar="T",
         help=f"require 'Authorization: Bearer T' (default ${TOKEN_ENV}); needed for a "
         "non-loopback --host",
+    )
+    serve.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
     )
     serve.add_argument(
         "--max-body-mb",
@@ -94,6 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     token = read_token(args.token)
     check_bind(args.host, token)
+    hosts_for_bind(args.host, args.allow_host)  # a bad name is refused before models load
     if not 0 <= args.port <= 65535:
         raise InvalidArgumentError(f"--port must be from 0 to 65535, got {args.port}")
     if args.workers < 1:
@@ -112,6 +122,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * 2**20),
         canaries=canaries,
         batching=batching,
+        allowed_hosts=tuple(args.allow_host),
     )
     serve(config, announce=lambda line: print(f"headwater: {line}", file=sys.stderr, flush=True))
     return 0

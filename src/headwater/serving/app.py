@@ -6,12 +6,15 @@
     # uvicorn.run(app, host="127.0.0.1", port=8080), or httpx.ASGITransport(app) in tests
 
 The layers, outermost first: `ObserveRequests` (timing, the version header, hooks, a JSON
-500 for anything unexpected), `headwater.security.TokenAuth` when there is a token (every
-request but the V2 health probes needs it; see `OPEN_PATHS`), `ProtocolRoutes` (the V1
-and V2 routes, called without FastAPI's routing machinery), then FastAPI with the same
-routes, the admin API (`headwater.serving.admin`) and `/metrics` (`headwater.serving.metrics`).
-Every error is `{"error": "..."}`: FastAPI's own 404/405 and 422 answers are replaced.
-The app has no OpenAPI pages: the protocols are documented by KServe.
+500 for anything unexpected), `headwater.security.BrowserGuard` (a `Host` that is not a
+loopback name or one of `allowed_hosts`, a request from another site's page, or an admin
+change not sent as JSON, is refused 403 or 415), `headwater.security.TokenAuth` when there
+is a token (every request but the V2 health probes needs it; see `OPEN_PATHS`),
+`ProtocolRoutes` (the V1 and V2 routes, called without FastAPI's routing machinery), then
+FastAPI with the same routes, the admin API (`headwater.serving.admin`) and `/metrics`
+(`headwater.serving.metrics`). Every error is `{"error": "..."}`: FastAPI's own 404/405
+and 422 answers are replaced. The app has no OpenAPI pages: the protocols are documented by
+KServe.
 """
 
 from __future__ import annotations
@@ -30,16 +33,18 @@ from starlette.types import Scope
 
 from headwater import __version__
 from headwater.errors import HeadwaterError, InvalidArgumentError, UserError
-from headwater.security import TokenAuth
+from headwater.security import BrowserGuard, TokenAuth, allowed_host
 from headwater.serving import v1, v2
 from headwater.serving.admin import ChangeLog, admin_router
 from headwater.serving.config import DEFAULT_MAX_BODY_BYTES
 from headwater.serving.context import ServingContext
 from headwater.serving.errors import (
+    ForbiddenError,
     InvalidInputError,
     ModelNotFoundError,
     ProtocolError,
     UnauthorizedError,
+    UnsupportedMediaTypeError,
 )
 from headwater.serving.observe import ObserveRequests, ServingHooks
 from headwater.serving.repository import ModelRepository
@@ -63,6 +68,7 @@ def create_app(
     admin_changes: bool = True,
     change_log: ChangeLog | None = None,
     metrics: bool = True,
+    allowed_hosts: Iterable[str] = (),
 ) -> FastAPI:
     """The model server app.
 
@@ -79,10 +85,13 @@ def create_app(
             other workers (None: a server of one process).
         metrics: Serve Prometheus metrics at `/metrics` (`headwater.serving.metrics`), in a
             registry of this app's own.
+        allowed_hosts: `Host` names answered to besides loopback's (`--allow-host`; `"*"`
+            for any; see `headwater.security.hosts_for_bind` for a server beyond loopback).
 
     Raises:
         UserError: A spec names nothing servable, or a model fails to load.
-        InvalidArgumentError: `max_body_bytes` is not positive.
+        InvalidArgumentError: `max_body_bytes` is not positive, or an allowed host is not a
+            host name.
     """
     if (
         isinstance(max_body_bytes, bool)
@@ -92,6 +101,7 @@ def create_app(
         raise InvalidArgumentError(
             f"max_body_bytes must be a positive integer, got {max_body_bytes!r}"
         )
+    hosts = tuple(allowed_host(name) for name in allowed_hosts)  # checked before loading
     repository = models if isinstance(models, ModelRepository) else _load(models)
     app = FastAPI(
         title="Headwater model server",
@@ -123,6 +133,9 @@ def create_app(
     )  # added first: innermost of ours, behind the token check
     if token:
         app.add_middleware(TokenAuth, token=token, refuse=_refuse, open_paths=OPEN_PATHS)
+    app.add_middleware(
+        BrowserGuard, refuse=_guard_refusal, allowed_hosts=hosts, json_only=("/admin/",)
+    )
     app.add_middleware(ObserveRequests, hooks=hooks)  # added last: outermost
     return app
 
@@ -152,6 +165,12 @@ def _refuse(scope: Scope, missing: bool) -> Response:
             UnauthorizedError("this server needs a token: send 'Authorization: Bearer <token>'")
         )
     return error_response(UnauthorizedError("the bearer token is not this server's"))
+
+
+def _guard_refusal(scope: Scope, status: int, message: str) -> Response:
+    """The `{"error": ...}` for a request `BrowserGuard` refuses: 403, or 415 (not JSON)."""
+    kind = UnsupportedMediaTypeError if status == 415 else ForbiddenError
+    return error_response(kind(message))
 
 
 async def _protocol_error(request: Request, exc: Exception) -> Response:

@@ -55,6 +55,8 @@ class ServerConfig:
         max_body_bytes: The largest request body taken.
         canaries: Second versions taking a share of their endpoint's traffic.
         batching: Adaptive batching by endpoint name (models not named are not batched).
+        allowed_hosts: `Host` names answered to besides loopback's (`--allow-host`); on a
+            non-loopback `host`, none means any (`headwater.security.hosts_for_bind`).
     """
 
     sources: tuple[ModelSource, ...]
@@ -65,6 +67,7 @@ class ServerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     canaries: tuple[Canary, ...] = ()
     batching: dict[str, Batching] = field(default_factory=dict)
+    allowed_hosts: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The settings as JSON (the token included: keep the file private)."""
@@ -82,6 +85,7 @@ class ServerConfig:
                 name: {"max_batch_size": b.max_batch_size, "max_latency_ms": b.max_latency_ms}
                 for name, b in self.batching.items()
             },
+            "allowed_hosts": list(self.allowed_hosts),
         }
 
     @classmethod
@@ -93,4 +97,13 @@ class ServerConfig:
         )
         batching = {name: Batching(**b) for name, b in data.get("batching", {}).items()}
         sources = tuple(ModelSource.from_json(s) for s in data["sources"])
-        return cls(**{**data, "sources": sources, "canaries": canaries, "batching": batching})
+        hosts = tuple(data.get("allowed_hosts", ()))
+        return cls(
+            **{
+                **data,
+                "sources": sources,
+                "canaries": canaries,
+                "batching": batching,
+                "allowed_hosts": hosts,
+            }
+        )

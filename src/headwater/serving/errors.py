@@ -8,9 +8,12 @@ They join Headwater's tree (`headwater.errors`) under the branch a caller would 
         ├── InvalidInputError         400  malformed JSON, a wrong shape, datatype or
         │                                  name (also UserError)
         ├── UnauthorizedError         401  a missing or wrong bearer token (also UserError)
+        ├── ForbiddenError            403  a Host that is not the server's name, or a change
+        │                                  sent by another site's page (also UserError)
         ├── ModelNotFoundError        404  no such model, version or route (also
         │                                  NotFoundError)
         ├── PayloadTooLargeError      413  a body over the server's limit (also UserError)
+        ├── UnsupportedMediaTypeError 415  an admin change not sent as JSON (also UserError)
         ├── NotSupportedError         501  a verb the model does not implement, such as
         │                                  `:explain` on a scikit-learn model
         └── ModelNotReadyError        503  the endpoint has no version loaded (retryable;
@@ -44,6 +47,13 @@ class UnauthorizedError(ProtocolError, UserError):
     status = 401
 
 
+class ForbiddenError(ProtocolError, UserError):
+    """A request a browser was made to send: a `Host` that is not one of the server's names
+    (DNS rebinding), or a change from another origin (`headwater.security.BrowserGuard`)."""
+
+    status = 403
+
+
 class ModelNotFoundError(ProtocolError, NotFoundError):
     """No endpoint, version or route by that name; the message lists the ones there are."""
 
@@ -54,6 +64,12 @@ class PayloadTooLargeError(ProtocolError, UserError):
     """The body is larger than the server accepts (`--max-body-mb`)."""
 
     status = 413
+
+
+class UnsupportedMediaTypeError(ProtocolError, UserError):
+    """An admin change whose `Content-Type` is not JSON."""
+
+    status = 415
 
 
 class NotSupportedError(ProtocolError):

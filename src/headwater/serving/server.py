@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from headwater.config import SERVE_CHANGES_ENV, SERVE_CONFIG_ENV, serve_changes, serve_config
 from headwater.errors import UserError
-from headwater.security import check_bind
+from headwater.security import check_bind, hosts_for_bind
 from headwater.serving.config import ServerConfig
 from headwater.serving.repository import ModelRepository
 
@@ -55,7 +55,8 @@ def serve(config: ServerConfig, *, announce: Callable[[str], None] = lambda line
             bound and the models are loaded.
 
     Raises:
-        InvalidArgumentError: A non-loopback host without a token.
+        InvalidArgumentError: A non-loopback host without a token, or an allowed host that
+            is not a host name.
         UserError: The address cannot be bound, or a model fails to load.
     """
     import uvicorn
@@ -63,6 +64,7 @@ def serve(config: ServerConfig, *, announce: Callable[[str], None] = lambda line
     from headwater.serving.app import create_app
 
     check_bind(config.host, config.token)
+    hosts = hosts_for_bind(config.host, config.allowed_hosts)
     sock = bind(config.host, config.port)
     with contextlib.closing(sock):
         repository = build_repository(config)
@@ -83,7 +85,12 @@ def serve(config: ServerConfig, *, announce: Callable[[str], None] = lambda line
         workers = f" with {config.workers} workers" if config.workers > 1 else ""
         announce(f"serving on http://{host}:{port}{workers} (KServe V1 /v1/models, V2 /v2)")
         if config.workers == 1:
-            app = create_app(repository, token=config.token, max_body_bytes=config.max_body_bytes)
+            app = create_app(
+                repository,
+                token=config.token,
+                max_body_bytes=config.max_body_bytes,
+                allowed_hosts=hosts,
+            )
             settings = uvicorn.Config(
                 app,
                 log_level="warning",
@@ -146,6 +153,7 @@ def app_from_environment() -> FastAPI:
         token=config.token,
         max_body_bytes=config.max_body_bytes,
         change_log=changes,
+        allowed_hosts=hosts_for_bind(config.host, config.allowed_hosts),
     )
 
 

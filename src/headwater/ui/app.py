@@ -3,8 +3,11 @@
 With a token, every request must carry it (`headwater.security.TokenAuth`):
 `Authorization: Bearer T` (API clients), or the `headwater_token` cookie that a page visit
 with `?token=T` sets once (HttpOnly, SameSite=Strict) before redirecting to the same URL
-without it. Errors are JSON
-`{"error": "..."}` under `/api/`, and a short HTML page elsewhere; never a traceback.
+without it. Whatever the token, `headwater.security.BrowserGuard` refuses (403) a `Host`
+that is not a loopback name or one of `allowed_hosts`, and a change sent from another
+site's page; and (415) a POST to the API that is not JSON, which is all `static/launch.js`
+sends (the pages' own forms only GET). Errors are JSON `{"error": "..."}` under `/api/`,
+and a short HTML page elsewhere; never a traceback.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError, NotFoundError, UserError
-from headwater.security import TokenAuth
+from headwater.security import BrowserGuard, TokenAuth, allowed_host
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from fastapi import FastAPI, Request
     from starlette.responses import Response
     from starlette.types import Scope
@@ -38,18 +43,27 @@ STATIC = Path(__file__).parent / "static"
 _log = logging.getLogger(__name__)
 
 
-def create_app(metadata_url: str | None = None, token: str | None = None) -> FastAPI:
+def create_app(
+    metadata_url: str | None = None,
+    token: str | None = None,
+    *,
+    allowed_hosts: Iterable[str] = (),
+) -> FastAPI:
     """The dashboard and its API over the metadata store at `metadata_url`.
 
     Args:
         metadata_url: A SQLAlchemy URL; None reads the default store (HEADWATER_HOME).
         token: If given, every request must present it (see the module docstring).
+        allowed_hosts: `Host` names answered to besides loopback's (`--allow-host`; `"*"`
+            for any; see `headwater.security.hosts_for_bind` for a server beyond loopback).
 
     Raises:
         MissingDependencyError: The `ui` extra is not installed.
+        InvalidArgumentError: An allowed host is not a host name.
     """
     from headwater.ui._deps import require_ui
 
+    hosts = tuple(allowed_host(name) for name in allowed_hosts)
     require_ui()
     from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
@@ -73,8 +87,11 @@ def create_app(metadata_url: str | None = None, token: str | None = None) -> Fas
 
     if token is not None:
         app.add_middleware(TokenAuth, token=token, refuse=_refuse, cookie=COOKIE)
+    app.add_middleware(
+        BrowserGuard, refuse=_guard_refusal, allowed_hosts=hosts, json_only=("/api/",)
+    )
 
-    @app.middleware("http")  # added after TokenAuth: outside it, so on refusals too
+    @app.middleware("http")  # added after the guards: outside them, so on refusals too
     async def security_headers(request: Request, call_next: Any) -> Response:
         response: Response = await call_next(request)
         response.headers.update(SECURITY_HEADERS)
@@ -125,3 +142,9 @@ def _refuse(scope: Scope, missing: bool) -> Response:
         "this server needs its token: send 'Authorization: Bearer TOKEN', or open a page "
         "once with ?token=TOKEN",
     )
+
+
+def _guard_refusal(scope: Scope, status: int, message: str) -> Response:
+    from starlette.requests import Request
+
+    return error_response(Request(scope), status, message)

@@ -13,7 +13,7 @@ FEATURES = ["age", "income", "tenure", "visits"]
 def client(app: Any, **headers: str) -> httpx.AsyncClient:
     """An async client for `app`, in-process (use as `async with client(app) as c:`)."""
     transport = httpx.ASGITransport(app=app)
-    return httpx.AsyncClient(transport=transport, base_url="http://serving.test", headers=headers)
+    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080", headers=headers)
 
 
 def rows(n: int = 5, seed: int = 0) -> np.ndarray:

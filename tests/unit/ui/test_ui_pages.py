@@ -147,3 +147,35 @@ def test_security_headers_on_every_response(store: Store, path: str) -> None:
     assert "script-src 'self'" in headers["content-security-policy"]
     assert "frame-ancestors 'none'" in headers["content-security-policy"]
     assert headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_foreign_host_gets_an_error_page_or_json(store: Store) -> None:
+    page = call("GET", "/", headers={"Host": "evil.example:8080"})
+    api = call("GET", "/api/v1/runs", headers={"Host": "evil.example:8080"})
+    assert page.status_code == 403 and "text/html" in page.headers["content-type"]
+    assert "start it with --allow-host evil.example" in page.text
+    assert store.ok not in page.text
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert api.status_code == 403
+    assert api.json()["error"].startswith("Host 'evil.example:8080' is not a name of this server")
+    named = call(
+        "GET", "/api/v1/runs", headers={"Host": "ui.example"}, allowed_hosts=("ui.example",)
+    )
+    assert named.status_code == 200 and store.ok in named.text
+
+
+def test_another_sites_changes_are_refused(store: Store) -> None:
+    evil = {"Origin": "http://evil.example"}
+    deleted = call("DELETE", f"/api/v1/runs/{store.first}", headers=evil)
+    upload = '{"content": "x", "filename": "p.py"}'
+    plain = call(
+        "POST", "/api/v1/pipelines", content=upload, headers={"Content-Type": "text/plain"}
+    )
+    assert deleted.status_code == 403
+    assert deleted.json()["error"].startswith(
+        "cross-site request refused: DELETE from Origin 'http://evil.example', not this "
+        "server's (http://127.0.0.1:8080)"
+    )
+    assert plain.status_code == 415
+    assert plain.json()["error"].startswith("POST /api/v1/pipelines takes JSON only")
+    assert call("GET", f"/api/v1/runs/{store.first}").status_code == 200  # not deleted

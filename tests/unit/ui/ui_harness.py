@@ -31,15 +31,18 @@ def call(
     headers: dict[str, str] | None = None,
     cookies: dict[str, str] | None = None,
     json: object = None,
+    content: str | None = None,
+    allowed_hosts: tuple[str, ...] = (),
 ) -> httpx.Response:
     """One request to a fresh app over the default store, in process."""
     from headwater.ui import create_app
 
     async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=create_app(token=token))
+        app = create_app(token=token, allowed_hosts=allowed_hosts)
+        transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://testserver", cookies=cookies
+            transport=transport, base_url="http://127.0.0.1:8080", cookies=cookies
         ) as client:
-            return await client.request(method, path, headers=headers, json=json)
+            return await client.request(method, path, headers=headers, json=json, content=content)
 
     return asyncio.run(go())
