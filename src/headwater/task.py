@@ -126,6 +126,9 @@ class TaskResult:
     resumed: bool = False
     #: For a cached result, the metadata store's ids of its artifacts by URI.
     artifact_ids: dict[str, int] = field(default_factory=dict)
+    #: Why the attempt's outcome is a failure though it succeeded (the task said so, see
+    #: `headwater.outcome`): its outputs flow on, but the cache never reuses them.
+    failed_outcome: str | None = None
     #: Which worker ran the attempt (a host name, or a Dask worker's address).
     worker: str | None = None
     #: Where the attempt's log went, when not at its launch's `log_path` (a URI).

@@ -34,6 +34,7 @@ from cli_harness import (
     process_gone,
     run_failed,
     run_ok,
+    task_states,
     wait_for,
 )
 from s3_server import S3Server
@@ -386,6 +387,56 @@ def test_no_cache_and_disabled_caching_run_the_task(headwater: Cli, scratch: Pat
     forced = headwater.run_ok("storage_switches", "--no-cache", params=params)
     assert cached_flags(forced) == {"touch": False, "touch-2": False}
     assert (calls(scratch, "on"), calls(scratch, "off")) == (2, 3)
+
+
+def test_failed_outcomes_and_failed_tasks_run_again_while_successes_are_reused(
+    headwater: Cli, scratch: Path
+) -> None:
+    params = {"scratch": scratch}
+    first = run_failed(headwater.run("storage_failures", params=params))
+    assert task_states(first) == {
+        **dict.fromkeys(["train-trial", "train-trial-2", "train-trial-3"], "SUCCEEDED"),
+        **{"judge": "SUCCEEDED", "judge-2": "SUCCEEDED", "boom": "FAILED"},
+    }
+
+    second = run_failed(headwater.run("storage_failures", params=params))
+    # Only the successes are reused: the trial that raised, the one without its objective,
+    # the task that marked its outcome failed and the task that failed all run again.
+    assert cached_flags(second) == {
+        "train-trial": True,
+        "train-trial-2": False,
+        "train-trial-3": False,
+        "judge": True,
+        "judge-2": False,
+        "boom": False,
+    }
+    ran = ["train-0.5", "train--1", "train-2", "judge-ok", "judge-bad", "boom"]
+    assert [calls(scratch, label) for label in ran] == [1, 2, 2, 1, 2, 2]
+    shown = tasks_of(headwater.show(second["run_id"]))
+    reasons = {
+        name: (task["state"], task["error"]["error_type"], task["error"]["message"])
+        for name, task in shown.items()
+        if name != "boom"
+        if task["error"]
+    }
+    assert reasons == {
+        "train-trial-2": ("SUCCEEDED", "FailedOutcome", "ValueError: diverged at x=-1"),
+        "train-trial-3": (
+            "SUCCEEDED",
+            "FailedOutcome",
+            "did not report the objective 'loss' (reported ['accuracy'])",
+        ),
+        "judge-2": ("SUCCEEDED", "FailedOutcome", "the data was bad"),
+    }
+    assert shown["train-trial-2"]["outputs"]["Output"] == {
+        "trial_index": 1,
+        "error": "ValueError: diverged at x=-1",
+    }
+
+    # Resuming the run does not reuse its own failures either.
+    resumed = run_failed(headwater("run", "--resume", second["run_id"], "--json"))
+    assert {name for name, hit in cached_flags(resumed).items() if hit} == {"train-trial", "judge"}
+    assert [calls(scratch, label) for label in ran] == [1, 3, 3, 1, 3, 3]
 
 
 # --- resume ----------------------------------------------------------------------------------

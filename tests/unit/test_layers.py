@@ -29,7 +29,7 @@ LAYERS: dict[int, set[str]] = {
     3: {"executors", "caching"},  # run services
     2: {"metadata", "artifacts"},  # stores
     1: {"task", "spec", "platform", "loading", "machine", "models"},  # vocabulary
-    0: {"errors", "config", "_deps", "security", "processes", "paths"},  # base
+    0: {"errors", "config", "_deps", "security", "processes", "paths", "outcome"},  # base
 }
 ROW = {unit: row for row, units in LAYERS.items() for unit in units}
 

@@ -7,14 +7,17 @@ import stat
 
 from headwater.artifacts.base import ArtifactStore, walk_tree
 from headwater.caching.base import CacheHit, TaskCache
-from headwater.caching.store import StoreTaskCache, outputs_of
+from headwater.caching.store import StoreTaskCache, failed, outputs_of
 from headwater.metadata.base import ExecutionRecord, MetadataStore
 from headwater.paths import local_path
 from headwater.task import Launch
 
 
 class ResumeCache(TaskCache):
-    """Hit on tasks of `run_id` that already SUCCEEDED (or were CACHED); defer to `inner`."""
+    """Hit on tasks of `run_id` that already SUCCEEDED (or were CACHED); defer to `inner`.
+
+    A task whose outcome was a failure though it succeeded (`headwater.outcome`) runs again.
+    """
 
     def __init__(
         self, store: MetadataStore, artifacts: ArtifactStore, run_id: str, inner: TaskCache
@@ -25,7 +28,7 @@ class ResumeCache(TaskCache):
         self.done = {
             e.task: e
             for e in store.list_executions(run_id)
-            if e.state in ("SUCCEEDED", "CACHED") and e.id is not None
+            if e.state in ("SUCCEEDED", "CACHED") and e.id is not None and not failed(e)
         }
 
     def fingerprint(self, *, launch: Launch) -> str:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from headwater.artifacts.base import ArtifactStore
 from headwater.caching.base import CacheHit, TaskCache
 from headwater.caching.keys import cache_key
-from headwater.metadata.base import ArtifactRecord, EventRecord, MetadataStore
+from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, MetadataStore
+from headwater.outcome import legacy_failure
 from headwater.task import Launch, Outputs
 
 if TYPE_CHECKING:
@@ -26,6 +27,10 @@ class StoreTaskCache(TaskCache):
     its ctime. Artifacts the store does not know (imported files, pipeline inputs) are
     always hashed. A hit reuses the original artifacts in place; if one of them is gone or
     its content changed since it was recorded, it is a miss.
+
+    A failure is never reused: a FAILED execution is not a cache entry, nor is one that
+    succeeded but said its outcome is a failure (`headwater.outcome`, recorded without a
+    key), nor one an earlier version recorded whose outputs are a tuning trial's error record.
     """
 
     def __init__(self, store: RunRecorder, artifacts: ArtifactStore) -> None:
@@ -65,6 +70,8 @@ class StoreTaskCache(TaskCache):
         if hit is None or hit[0].id is None:
             return None
         found, events = hit
+        if failed(found):
+            return None
         outputs, with_content = outputs_from(events, found.outputs)
         if not all(self.intact(art) for art in with_content):
             return None
@@ -83,6 +90,12 @@ class StoreTaskCache(TaskCache):
         if art.signature is not None and signature == art.signature:
             return True
         return self._hash(art.uri, signature) == art.digest
+
+
+def failed(execution: ExecutionRecord) -> bool:
+    """True if `execution`'s outcome is a failure: it must not be reused, even if it
+    SUCCEEDED (an error record says why; older versions left only the failure's outputs)."""
+    return execution.error is not None or legacy_failure(execution.outputs) is not None
 
 
 def outputs_of(

@@ -18,7 +18,8 @@ from headwater.artifacts.base import content_digest
 from headwater.engine.hooks import RunHooks
 from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
 from headwater.metadata.encoding import ir_digest
-from headwater.task import TaskState
+from headwater.outcome import FAILED_OUTCOME
+from headwater.task import TaskError, TaskState
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -320,6 +321,11 @@ def _snapshot(task: TaskRun) -> dict[str, Any]:
     if task.cached and task.state is TaskState.SUCCEEDED:
         state = "CACHED"
     launch = task.launch
+    error = task.error
+    if task.failed_outcome and task.state is TaskState.SUCCEEDED:
+        # Recorded with why, and without a key: no later run is served this failure.
+        log = str(launch.log_path) if launch is not None else None
+        error = TaskError(task.name, FAILED_OUTCOME, task.failed_outcome, log_path=log)
     return {
         "name": task.name,
         "state": state,
@@ -330,7 +336,7 @@ def _snapshot(task: TaskRun) -> dict[str, Any]:
         "outputs": dict(task.outputs.parameters),
         "input_artifacts": {k: list(v) for k, v in task.artifacts.items()},
         "output_artifacts": {k: list(v) for k, v in task.outputs.artifacts.items()},
-        "cache_key": task.fingerprint,
+        "cache_key": "" if task.failed_outcome else task.fingerprint,
         "cached_from": task.cached_from,
         "artifact_ids": dict(task.artifact_ids),
         "started_at": task.started_at,
@@ -338,6 +344,6 @@ def _snapshot(task: TaskRun) -> dict[str, Any]:
         "log_path": str(launch.log_path) if launch is not None else "",
         "executor": task.executor or None,
         "worker": task.worker or None,
-        "error": None if task.error is None else vars(task.error),
+        "error": None if error is None else vars(error),
         "attempts": task.attempts,
     }

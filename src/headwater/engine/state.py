@@ -138,6 +138,7 @@ class RunStateMachine:
             task.cached_from = result.cached_from
             task.resumed = result.resumed
             task.artifact_ids = result.artifact_ids
+            task.failed_outcome = result.failed_outcome or ""
             self._complete(task, result.outputs or Outputs())
         else:
             retry = task.spec.retry

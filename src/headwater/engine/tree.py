@@ -110,6 +110,8 @@ class TaskRun:
     launch: Launch | None = None
     #: The cache key of the latest attempt ('' until the engine computed one).
     fingerprint: str = ""
+    #: Why its outcome is a failure though it succeeded ('' when not): never reused.
+    failed_outcome: str = ""
     started_at: float | None = None
     finished_at: float | None = None
     #: Which executor ran the latest attempt, and which of its workers ('' until known).

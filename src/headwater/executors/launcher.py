@@ -4,7 +4,8 @@ Lightweight Python components run through KFP's own executor (`kfp.dsl.executor_
 through the `pip install` prelude their command carries; everything else is exec'd as a host
 command with its placeholders already resolved. Any failure is written as a structured record
 (`error.json`) beside the log so the engine can report type, message and traceback. A task
-given secrets masks their values in both (`_mask_secrets`).
+that succeeded may say its outcome is a failure in another file there (`headwater.outcome`).
+A task given secrets masks their values in all three (`_mask_secrets`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import PipelineSpecError
+from headwater.outcome import OUTCOME_ENV, OUTCOME_FILE
 
 if TYPE_CHECKING:
     from headwater.platform.masking import Masker
@@ -39,6 +41,8 @@ def run_task(payload: dict[str, Any]) -> None:
             os.environ.update(payload["env"])
             os.environ["_KFP_RUNTIME"] = "true"
         os.environ.update(payload.get("env_update") or {})
+        # Where the task may say its outcome is a failure (`headwater.outcome`).
+        os.environ[OUTCOME_ENV] = os.path.join(payload["workdir"], OUTCOME_FILE)
         _extend_python_path(payload.get("python_path") or [])
         whole_task = payload.get("platform") is not None and _apply_platform(payload)
         if not whole_task and payload.get("platform") is not None:
@@ -75,7 +79,8 @@ def _prepare(payload: dict[str, Any]) -> None:
     for path in payload.get("dirs") or ():
         os.makedirs(path, exist_ok=True)
     outputs = os.path.join(workdir, "outputs")
-    for stale in [os.path.join(workdir, ERROR_FILE), *(payload.get("stale") or ())]:
+    made = [os.path.join(workdir, name) for name in (ERROR_FILE, OUTCOME_FILE)]
+    for stale in [*made, *(payload.get("stale") or ())]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(stale)
     for path in payload.get("clear") or ():

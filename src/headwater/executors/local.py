@@ -26,6 +26,7 @@ from headwater.executors.base import Executor
 from headwater.executors.launcher import ERROR_FILE
 from headwater.executors.outputs import collect_outputs, output_plan
 from headwater.executors.prestart import PrestartedServer, start_server
+from headwater.outcome import OUTCOME_FILE, read_failed
 from headwater.spec.placeholders import resolve_args
 from headwater.task import Launch, TaskError, TaskResult
 
@@ -215,10 +216,12 @@ class LocalExecutor(Executor):
     def _result(self, launch: Launch, submission: int, exitcode: int) -> TaskResult:
         if exitcode == 0:
             try:
-                return TaskResult(launch.task_id, outputs=collect_outputs(launch))
+                outputs = collect_outputs(launch)
             except Exception as exc:  # whatever it wrote, the task failed
                 error = _task_error(launch, _record(exc, exit_code=0), 0)
                 return TaskResult(launch.task_id, error=error)
+            failed = read_failed(launch.workdir / OUTCOME_FILE)
+            return TaskResult(launch.task_id, outputs=outputs, failed_outcome=failed)
         spooled = os.path.join(self._spool, f"{submission}.json")
         for path in (launch.workdir / ERROR_FILE, spooled):
             try:

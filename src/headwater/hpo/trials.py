@@ -13,7 +13,10 @@ component from a train component's own compiled source, with one function added:
         return {"trial_index": trial["trial_index"], "objective": value}
 
 The wrapper keeps the train component's image, packages, inputs and output artifacts, so its
-IR runs wherever the train component's did. Its traceback stays in the task's log.
+IR runs wherever the train component's did. Its traceback stays in the task's log. A trial
+that failed (it raised, reported no objective, or a value that is not a finite number) also
+marks its outcome a failure (`headwater.outcome`), so that no later run is served it from
+the cache: the next run tries it again.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from headwater.errors import InvalidArgumentError
+from headwater.outcome import OUTCOME_ENV
 
 #: The output types a train component may return its objective (or its metrics) as.
 _OBJECTIVE_TYPES = ("Float", "Integer", "Dict")
@@ -39,6 +43,7 @@ _WRAPPER = '''
 def {wrapper}(trial: dict, {signature}) -> dict:
     """One tuning trial of `{func}`: `{{"trial_index", "objective"}}`, or its `"error"`."""
     import math
+    import os
     import traceback
 
     parameters = dict(trial["parameters"])
@@ -47,17 +52,31 @@ def {wrapper}(trial: dict, {signature}) -> dict:
         if kind == "int" and isinstance(parameters.get(key), float):
             parameters[key] = int(round(parameters[key]))
     index = int(trial["trial_index"])
+
+    def failed(error):
+        # The task succeeds, so that the tuning goes on; but its outcome is a failure, which
+        # Headwater must never reuse from its cache (see headwater.outcome: this image may
+        # not have Headwater, so the file is written here).
+        path = os.environ.get({outcome_env!r})
+        if path:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(error)
+        return {{"trial_index": index, "error": error}}
+
     print(f"trial {{index}}: {{parameters}}", flush=True)
     try:
         value = {func}({call})
     except Exception as exc:
         traceback.print_exc()
-        return {{"trial_index": index, "error": f"{{type(exc).__name__}}: {{exc}}"[:{limit}]}}
+        return failed(f"{{type(exc).__name__}}: {{exc}}"[:{limit}])
     values = value if isinstance(value, dict) else {{"objective": value}}
+    objective = {objective!r}
+    if objective is not None and isinstance(value, dict) and objective not in value:
+        reported = sorted(value)
+        return failed(f"did not report the objective {{objective!r}} (reported {{reported!r}})")
     for name, number in values.items():
         if not isinstance(number, (int, float)) or not math.isfinite(number):
-            error = f"{{name}} is {{number!r}}, not a finite number"
-            return {{"trial_index": index, "error": error}}
+            return failed(f"{{name}} is {{number!r}}, not a finite number")
     return {{"trial_index": index, "objective": value}}
 '''
 
@@ -67,6 +86,7 @@ def trial_component(
     *,
     parameters_input: str = "hyperparameters",
     parameter_types: Mapping[str, str] | None = None,
+    objective: str | None = None,
 ) -> Any:
     """Wrap a lightweight Python train component so that a failed trial is a value.
 
@@ -77,6 +97,7 @@ def trial_component(
         parameters_input: The name of that dict input.
         parameter_types: {name: "int" | "float" | ...} of the search space: int parameters
             are made ints again before the train function sees them.
+        objective: The metric to optimize: a trial whose dict of metrics lacks it failed.
 
     Returns:
         A component taking `trial` (`{"trial_index", "parameters"}`) and the train
@@ -125,6 +146,8 @@ def trial_component(
         call=_call(node, parameters_input),
         types=dict(parameter_types or {}),
         limit=_ERROR_CHARS,
+        objective=objective,
+        outcome_env=OUTCOME_ENV,
     )
     combined = source.rstrip() + "\n\n" + textwrap.dedent(text).strip() + "\n"
     made = _compile(combined, wrapper)

@@ -117,6 +117,7 @@ def tune(
         train_component,
         parameters_input=parameters_input,
         parameter_types=spaces.types(space),
+        objective=objective,
     )
     bound = dict(train_args or {})
     declared = {n: i for n, i in (trial.component_spec.inputs or {}).items() if n != "trial"}

@@ -63,7 +63,13 @@ def make_launch(
 
 
 def record_success(
-    store: SqlMetadataStore, key: str, uri: str, *, run_id: str = "run-1", task: str = "task"
+    store: SqlMetadataStore,
+    key: str,
+    uri: str,
+    *,
+    run_id: str = "run-1",
+    task: str = "task",
+    outputs: dict[str, Any] | None = None,
 ) -> int:
     if store.get_run(run_id) is None:
         store.create_run(RunRecord(run_id, "p", "v1", "RUNNING", created_at=time.time()), ir={})
@@ -74,7 +80,7 @@ def record_success(
             state="SUCCEEDED",
             cache_key=key,
             inputs={"x": 1},
-            outputs={"Output": 7},
+            outputs={"Output": 7} if outputs is None else outputs,
             finished_at=time.time(),
         )
     )
@@ -114,6 +120,24 @@ def test_unknown_key_and_empty_key_miss(store, artifacts, tmp_path) -> None:
     cache = StoreTaskCache(store, artifacts)
     assert cache.lookup(launch=make_launch(tmp_path), key="nope") is None
     assert cache.lookup(launch=make_launch(tmp_path), key="") is None
+
+
+def test_a_trials_error_record_cached_by_an_earlier_version_is_never_reused(
+    store, artifacts, tmp_path
+) -> None:
+    # Before tasks could mark a failed outcome, a failed trial was a SUCCEEDED execution whose
+    # only trace of the failure is its output, recorded with its key like any success.
+    uri = write(Path(artifacts.root) / "p" / "run-1" / "t" / "data", "rows")
+    failure = {"Output": {"trial_index": 0.0, "error": "ValueError: diverged at x=0.5"}}
+    record_success(store, "k1", uri, task="trial", outputs=failure)
+    store_cache = StoreTaskCache(store, artifacts)
+    assert store_cache.lookup(launch=make_launch(tmp_path, name="trial"), key="k1") is None
+    resume = ResumeCache(store, artifacts, "run-1", store_cache)
+    assert resume.lookup(launch=make_launch(tmp_path, name="trial"), key="") is None
+    # A metric named "error" among others is a success.
+    metrics = {"Output": {"trial_index": 0, "objective": {"error": 0.1}}, "error": 0.1}
+    record_success(store, "k2", uri, task="train", outputs=metrics)
+    assert store_cache.lookup(launch=make_launch(tmp_path), key="k2") is not None
 
 
 def test_deleted_output_is_a_miss(store, artifacts, tmp_path) -> None:

@@ -1,6 +1,7 @@
 """The trial wrapper: a train component whose failure is a value, built from its own source."""
 
 # No `from __future__ import annotations`: KFP reads the components' annotations as objects.
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,6 +68,20 @@ def test_a_dict_of_metrics_is_the_result_and_a_non_finite_one_an_error() -> None
     wrapped = trial_component(metrics)
     assert _call(wrapped, 0.5) == {"trial_index": 4, "objective": {"loss": 0.5, "size": 3}}
     assert _call(wrapped, 2.0) == {"trial_index": 4, "error": "size is inf, not a finite number"}
+
+
+def test_a_failed_trial_marks_its_outcome_failed_and_a_missing_objective_is_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marked = tmp_path / "failed-outcome.txt"
+    monkeypatch.setenv("HEADWATER_TASK_OUTCOME", str(marked))
+    wrapped = trial_component(metrics, objective="size")
+    assert _call(wrapped, 0.5) == {"trial_index": 4, "objective": {"loss": 0.5, "size": 3}}
+    assert not marked.exists()
+    lacking = trial_component(metrics, objective="accuracy")
+    error = "did not report the objective 'accuracy' (reported ['loss', 'size'])"
+    assert _call(lacking, 0.5) == {"trial_index": 4, "error": error}
+    assert marked.read_text() == error
 
 
 def test_the_wrapper_keeps_the_train_components_interface_image_and_packages() -> None:
