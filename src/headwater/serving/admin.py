@@ -10,9 +10,10 @@ run time, in every worker process of the server.
     POST /admin/models/{name}/unload    {"version": "3"}: stop serving a version
 
 A load answers `{"loaded": VERSION, ...}`: the registry version, or for a file the next
-number after the versions served. The new version takes new requests as soon as it has
-loaded; an unloaded one finishes the requests it has. `deploy_model` updates a running
-server with these two. Each POST answers the traffic state after it. The routes sit behind
+number after every version the endpoint has served (a label is never given to another model,
+even after an unload). The new version takes new requests as soon as it has loaded; an
+unloaded one finishes the requests it has. `deploy_model` updates a running server with
+these two. Each POST answers the traffic state after it. The routes sit behind
 the server's token like every other (loopback only when there is none).
 
 With several worker processes (`--workers N`) each holds its own models. A change is applied
@@ -324,14 +325,12 @@ def _load(repository: ModelRepository, name: str, spec: str, version: str | None
         source = resolve(f"{name}={spec}")
     except UserError as exc:
         raise InvalidInputError(str(exc)) from exc
-    loaded = repository.endpoint(name).state.versions if name in repository else {}
     if version is not None:
         source = dataclasses.replace(source, version=version)
-    elif source.registered is None:  # a file has no version of its own: number it after
-        number = 1 + max((int(v) for v in loaded if v.isdigit()), default=0)
-        source = dataclasses.replace(source, version=str(number))
     try:
-        return repository.add_model(source).version
+        # A file has no version of its own: it is numbered after every version served yet.
+        numbered = version is None and source.registered is None
+        return repository.add_model(source, numbered=numbered).version
     except UserError as exc:
         raise InvalidInputError(str(exc)) from exc
 

@@ -14,7 +14,9 @@ The stage histograms carry KServe's names, so its dashboards carry over; the res
     headwater_models_loaded{model_name}                       versions loaded, read at scrape time
     headwater_model_traffic_percent{model_name, model_version} the traffic split, likewise
 
-Requests about no model (health, `/metrics`, unknown routes) have empty model labels. Each
+Requests about no model (health, `/metrics`, unknown routes), and requests naming a model
+that is not served (an admin load that failed, a made-up name), have empty model labels:
+label values come only from models that exist, so the series stay as few as they are. Each
 worker process of `--workers N` keeps its own counts, and a scrape reaches one worker:
 prometheus-client's multiprocess mode is not used (run one worker per scrape target, or sum
 what you can see).
@@ -114,6 +116,8 @@ class PrometheusHooks(ServingHooks):
         duration_s: float,
     ) -> None:
         """Count the request and time it."""
+        if endpoint is None or endpoint not in self.repository:
+            endpoint = version = None  # a name anyone can make up is not a label value
         model, protocol = endpoint or "", protocol or ""
         counted = self._counted.get((model, version or "", protocol, status))
         if counted is None:

@@ -5,16 +5,19 @@
     repository.add_model(other_source)          # a new endpoint, or a new version of one
 
 The set of endpoints is replaced whole when one is added or removed (like each endpoint's
-versions), so readers never lock.
+versions), so readers never lock. A version label names one model for the repository's whole
+life: once a label of an endpoint has served a model, no other model is loaded under it, even
+after it was unloaded (responses name the version that served them, and metrics count by it).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 
 from headwater.serving.endpoint import ModelEndpoint, ModelVersion
-from headwater.serving.errors import ModelNotFoundError
+from headwater.serving.errors import InvalidInputError, ModelNotFoundError
 from headwater.serving.runtimes import create_runtime
 from headwater.serving.source import ModelSource
 
@@ -29,6 +32,8 @@ class ModelRepository:
     def __init__(self, endpoints: Iterable[ModelEndpoint] = ()) -> None:
         self._endpoints: Mapping[str, ModelEndpoint] = {e.name: e for e in endpoints}
         self._write = threading.Lock()
+        # Endpoint name -> version label -> the model it was given (kept after unloads).
+        self._labels: dict[str, dict[str, tuple[str | None, ...]]] = {}
 
     @classmethod
     def from_sources(cls, sources: Iterable[ModelSource]) -> ModelRepository:
@@ -86,21 +91,62 @@ class ModelRepository:
         if old is not None and old is not endpoint:
             old.close()
 
-    def add_model(self, source: ModelSource, *, default: bool = True) -> ModelVersion:
+    def add_model(
+        self, source: ModelSource, *, default: bool = True, numbered: bool = False
+    ) -> ModelVersion:
         """Load `source` and serve it as `source.version` of endpoint `source.name`
         (created if need be).
 
+        Args:
+            source: The model.
+            default: Make it the endpoint's default version.
+            numbered: Serve it as the next number instead (after every number the endpoint
+                has used, loaded or not), as for a file, which has no version of its own.
+
         Raises:
+            InvalidInputError: `source.version` has served another model before.
             UserError: The model failed to load; nothing changed.
         """
-        runtime = create_runtime(source)
-        runtime.load()
+        source, claimed = self._claim(source, numbered=numbered)
+        try:
+            runtime = create_runtime(source)
+            runtime.load()
+        except BaseException:
+            if claimed:  # the label is free again: nothing was ever served under it
+                with self._write:
+                    self._labels[source.name].pop(source.version, None)
+            raise
         with self._write:
             endpoint = self._endpoints.get(source.name)
             if endpoint is None:
                 endpoint = ModelEndpoint(source.name)
                 self._endpoints = {**self._endpoints, source.name: endpoint}
         return endpoint.load(source.version, runtime, default=default)
+
+    def _claim(self, source: ModelSource, *, numbered: bool) -> tuple[ModelSource, bool]:
+        """`source` with the label it is served as, and whether that label is new.
+
+        Raises:
+            InvalidInputError: The label has named another model.
+        """
+        model = (source.framework, source.registered, source.uri, source.path, source.handler)
+        with self._write:
+            labels = self._labels.setdefault(source.name, {})
+            if numbered:
+                endpoint = self._endpoints.get(source.name)
+                used = [*labels, *(endpoint.state.versions if endpoint is not None else ())]
+                number = 1 + max((int(v) for v in used if v.isdigit()), default=0)
+                source = replace(source, version=str(number))
+            earlier = labels.get(source.version)
+            if earlier is not None and earlier != model:
+                shown = earlier[1] or earlier[2] or earlier[3] or earlier[4]
+                raise InvalidInputError(
+                    f"version {source.version!r} of {source.name!r} has served another model "
+                    f"({shown}) in this server's life, and a version label names one model: "
+                    "load this one under another version, or without one to number it"
+                )
+            labels[source.version] = model
+            return source, earlier is None
 
     def remove(self, name: str) -> None:
         """Stop serving the endpoint `name`; its versions unload once idle.

@@ -48,6 +48,35 @@ async def test_load_swaps_in_a_new_default_version_and_unload_retires_the_old(
 
 
 @pytest.mark.anyio
+async def test_a_version_label_is_never_given_to_another_model(
+    sklearn_model: Callable[..., str],
+) -> None:
+    repository = ModelRepository.from_sources([resolve(f"iris={sklearn_model()}")])
+    second, third = sklearn_model("iris2.joblib"), sklearn_model("iris3.joblib")
+    app = create_app(repository)
+    async with client(app) as c:
+        assert (await c.post("/admin/models/iris/load", json={"model": second})).json()[
+            "loaded"
+        ] == "2"
+        assert (await c.post("/admin/models/iris/unload", json={"version": "2"})).status_code == 200
+        loaded = await c.post("/admin/models/iris/load", json={"model": third})
+        assert loaded.status_code == 200, loaded.text
+        assert loaded.json()["loaded"] == "3" and loaded.json()["versions"] == ["1", "3"]
+        answer = await c.post("/v1/models/iris:predict", json=BODY)
+        assert answer.status_code == 200 and answer.headers[VERSION] == "3"
+        # Named explicitly, a label that served another model is refused, loaded or not.
+        for label in ("2", "1"):
+            reused = await c.post(
+                "/admin/models/iris/load", json={"model": third, "version": label}
+            )
+            assert reused.status_code == 400, reused.text
+            assert f"version '{label}' of 'iris' has served another model" in reused.json()["error"]
+        # The same model again under its own label is a fresh copy of it, not another model.
+        again = await c.post("/admin/models/iris/load", json={"model": third, "version": "3"})
+        assert again.status_code == 200, again.text
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("path", "body", "status", "said"),
     [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,28 @@ async def test_metrics_need_the_token_when_there_is_one(sklearn_model: Callable[
         assert (await c.get("/metrics")).status_code == 401
     async with client(app, authorization="Bearer s3cret") as c:
         assert (await c.get("/metrics")).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_failed_loads_under_made_up_names_leave_the_metrics_as_they_were(
+    sklearn_model: Callable[..., str],
+) -> None:
+    app = create_app([sklearn_model()])
+
+    async def fail(c: Any, i: int) -> None:
+        body = {"model": f"/no/such/model-{i}.joblib"}
+        assert (await c.post(f"/admin/models/made-up-{i}/load", json=body)).status_code == 400
+
+    async with client(app) as c:
+        await fail(c, 0)
+        await c.get("/metrics")  # the scrape counts itself from its first time on
+        before = (await c.get("/metrics")).text
+        for i in range(1, 200):
+            await fail(c, i)
+        after = (await c.get("/metrics")).text
+    assert len(after.splitlines()) == len(before.splitlines())
+    samples = scrape(after)
+    names = {dict(labels).get("model_name") for _, labels in samples}
+    assert names - {None} == {"", "iris"}
+    failed = {"model_name": "", "model_version": "", "protocol": "admin", "status": "400"}
+    assert value(samples, "headwater_requests_total", **failed) == 200
