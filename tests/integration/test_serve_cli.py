@@ -150,6 +150,32 @@ def test_workers_share_the_port_behind_a_token(headwater: Cli, tmp_path: Path) -
     assert "with 2 workers" in log.read_text()
 
 
+def test_failed_loads_and_a_name_loaded_again_keep_metrics_and_versions_honest(
+    headwater: Cli, tmp_path: Path
+) -> None:
+    first = save_booster(tmp_path / "first")
+    second, third = save_booster(tmp_path / "second"), save_booster(tmp_path / "third")
+    body = {"instances": [[0.5, 0.1, 0.2, 0.3]]}
+    with serving(headwater, f"churn={first}") as (url, _), httpx.Client(base_url=url) as c:
+        c.post("/admin/models/made-up-0/load", json={"model": str(tmp_path / "none-0")})
+        c.get("/metrics")  # the scrape counts itself from its first time on
+        before = c.get("/metrics").text
+        failed = [
+            c.post(f"/admin/models/made-up-{i}/load", json={"model": str(tmp_path / f"none-{i}")})
+            for i in range(1, 200)
+        ]
+        after = c.get("/metrics").text
+        loads = [c.post("/admin/models/churn/load", json={"model": str(second)})]
+        loads.append(c.post("/admin/models/churn/unload", json={"version": "2"}))
+        loads.append(c.post("/admin/models/churn/load", json={"model": str(third)}))
+        answer = c.post("/v1/models/churn:predict", json=body)
+    assert {a.status_code for a in failed} == {400}
+    assert len(after.splitlines()) == len(before.splitlines()) and "made-up" not in after
+    assert [a.status_code for a in loads] == [200, 200, 200]
+    assert [loads[0].json()["loaded"], loads[2].json()["loaded"]] == ["2", "3"]
+    assert answer.status_code == 200 and answer.headers[VERSION] == "3"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
