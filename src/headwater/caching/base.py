@@ -9,7 +9,8 @@ Implement `TaskCache` to plug a cache in::
             return None                       # or CacheHit(outputs, source_execution_id)
 
 Recording is not the cache's job: the metadata recorder stores every execution with its
-key, and a later `lookup` finds it there.
+key (but one whose outcome the task said is a failure, see `headwater.outcome`), and a later
+`lookup` finds it there. A failure must never be a hit.
 """
 
 from __future__ import annotations

@@ -14,9 +14,10 @@ component from a train component's own compiled source, with one function added:
 
 The wrapper keeps the train component's image, packages, inputs and output artifacts, so its
 IR runs wherever the train component's did. Its traceback stays in the task's log. A trial
-that failed (it raised, reported no objective, or a value that is not a finite number) also
-marks its outcome a failure (`headwater.outcome`), so that no later run is served it from
-the cache: the next run tries it again.
+that failed (it raised, returned a value that is not a finite number, or metrics without the
+objective, which it still returns for `complete_trials` to name) also marks its outcome a
+failure (`headwater.outcome`), so that no later run is served it from the cache: the next run
+tries it again.
 """
 
 from __future__ import annotations
@@ -61,22 +62,25 @@ def {wrapper}(trial: dict, {signature}) -> dict:
         if path:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(error)
-        return {{"trial_index": index, "error": error}}
+        return error
 
     print(f"trial {{index}}: {{parameters}}", flush=True)
     try:
         value = {func}({call})
     except Exception as exc:
         traceback.print_exc()
-        return failed(f"{{type(exc).__name__}}: {{exc}}"[:{limit}])
+        error = f"{{type(exc).__name__}}: {{exc}}"[:{limit}]
+        return {{"trial_index": index, "error": failed(error)}}
     values = value if isinstance(value, dict) else {{"objective": value}}
     objective = {objective!r}
     if objective is not None and isinstance(value, dict) and objective not in value:
-        reported = sorted(value)
-        return failed(f"did not report the objective {{objective!r}} (reported {{reported!r}})")
+        # Its metrics still go to complete_trials, which marks the trial failed in Ax and,
+        # when no trial reported the objective, names the metrics they did report.
+        failed(f"did not report the objective {{objective!r}} (reported {{sorted(value)!r}})")
     for name, number in values.items():
         if not isinstance(number, (int, float)) or not math.isfinite(number):
-            return failed(f"{{name}} is {{number!r}}, not a finite number")
+            error = f"{{name}} is {{number!r}}, not a finite number"
+            return {{"trial_index": index, "error": failed(error)}}
     return {{"trial_index": index, "objective": value}}
 '''
 

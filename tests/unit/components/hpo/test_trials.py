@@ -70,7 +70,7 @@ def test_a_dict_of_metrics_is_the_result_and_a_non_finite_one_an_error() -> None
     assert _call(wrapped, 2.0) == {"trial_index": 4, "error": "size is inf, not a finite number"}
 
 
-def test_a_failed_trial_marks_its_outcome_failed_and_a_missing_objective_is_a_failure(
+def test_a_failed_trial_or_one_without_its_objective_marks_its_outcome_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     marked = tmp_path / "failed-outcome.txt"
@@ -79,9 +79,13 @@ def test_a_failed_trial_marks_its_outcome_failed_and_a_missing_objective_is_a_fa
     assert _call(wrapped, 0.5) == {"trial_index": 4, "objective": {"loss": 0.5, "size": 3}}
     assert not marked.exists()
     lacking = trial_component(metrics, objective="accuracy")
-    error = "did not report the objective 'accuracy' (reported ['loss', 'size'])"
-    assert _call(lacking, 0.5) == {"trial_index": 4, "error": error}
-    assert marked.read_text() == error
+    # The metrics still go on, for complete_trials to name them if no trial has the objective.
+    assert _call(lacking, 0.5) == {"trial_index": 4, "objective": {"loss": 0.5, "size": 3}}
+    assert (
+        marked.read_text() == "did not report the objective 'accuracy' (reported ['loss', 'size'])"
+    )
+    assert _call(wrapped, 2.0) == {"trial_index": 4, "error": "size is inf, not a finite number"}
+    assert marked.read_text() == "size is inf, not a finite number"
 
 
 def test_the_wrapper_keeps_the_train_components_interface_image_and_packages() -> None:
