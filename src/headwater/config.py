@@ -54,6 +54,9 @@ PIPELINE_ROOT_ENV = "HEADWATER_PIPELINE_ROOT"
 RUN_ID_ENV = "HEADWATER_RUN_ID"
 METADATA_URL_ENV = "HEADWATER_METADATA_URL"
 TASK_RUN_ENV = (RUN_ID_ENV, METADATA_URL_ENV)
+#: Set by Headwater in every task's environment (by the task's process, so never part of its
+#: cache key): the file a task writes to say its outcome is a failure (`headwater.outcome`).
+TASK_OUTCOME_ENV = "HEADWATER_TASK_OUTCOME"
 #: The image compiled components name.
 COMPONENT_IMAGE_ENV = "HEADWATER_COMPONENT_IMAGE"
 #: Set for every task under `--executor dask`: the run's scheduler, and (for a task on a

@@ -33,8 +33,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from headwater.config import TASK_OUTCOME_ENV
+
 #: The environment variable naming the file a task writes its failed outcome's reason to.
-OUTCOME_ENV = "HEADWATER_TASK_OUTCOME"
+OUTCOME_ENV = TASK_OUTCOME_ENV
 #: That file, in the task's own directory.
 OUTCOME_FILE = "failed-outcome.txt"
 #: The `error_type` of the error record an execution with a failed outcome is recorded with.
