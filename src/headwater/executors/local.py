@@ -221,6 +221,8 @@ class LocalExecutor(Executor):
                 error = _task_error(launch, _record(exc, exit_code=0), 0)
                 return TaskResult(launch.task_id, error=error)
             failed = read_failed(launch.workdir / OUTCOME_FILE)
+            if failed is not None:  # the task's own words, as an error record's are
+                (failed,) = _masked(launch, failed)
             return TaskResult(launch.task_id, outputs=outputs, failed_outcome=failed)
         spooled = os.path.join(self._spool, f"{submission}.json")
         for path in (launch.workdir / ERROR_FILE, spooled):
@@ -374,18 +376,24 @@ def _record(exc: BaseException, *, exit_code: int | None) -> dict[str, Any]:
     }
 
 
-def _task_error(launch: Launch, record: dict[str, Any], exitcode: int | None) -> TaskError:
-    message = str(record.get("message") or "")
-    trace = str(record.get("traceback") or "")
+def _masked(launch: Launch, *texts: str) -> tuple[str, ...]:
+    """`texts` with the values of the task's secrets masked (read only when called: when
+    the task failed, or said its outcome is a failure)."""
     masked = launch.platform.masked() if launch.platform is not None else None
-    if masked:
-        # The task masked its own record; this masks what was said about it here (an output
-        # parameter that does not parse is quoted), reading the values only when it failed.
-        from headwater.platform.apply import secret_masker
+    if not masked:
+        return texts
+    from headwater.platform.apply import secret_masker
 
-        masker = secret_masker(masked)
-        if masker is not None:
-            message, trace = masker.mask(message), masker.mask(trace)
+    masker = secret_masker(masked)
+    return texts if masker is None else tuple(masker.mask(text) for text in texts)
+
+
+def _task_error(launch: Launch, record: dict[str, Any], exitcode: int | None) -> TaskError:
+    # The task masked its own record; this masks what was said about it here (an output
+    # parameter that does not parse is quoted).
+    message, trace = _masked(
+        launch, str(record.get("message") or ""), str(record.get("traceback") or "")
+    )
     return TaskError(
         task=launch.name,
         error_type=str(record.get("error_type") or "Error"),

@@ -7,6 +7,7 @@ end is reported as it happened (exit code, signal) and only once its log is comp
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 import time
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from headwater.executors.local import LocalExecutor
+from headwater.outcome import OUTCOME_FILE
 from headwater.platform.pod import EnvFile, TaskPlatform
 from headwater.platform.secrets import SECRET, LocalSecretStore
 from headwater.spec.placeholders import PlaceholderContext
@@ -147,3 +149,17 @@ def test_an_error_about_an_output_that_quotes_the_value_is_masked(
     assert result.error is not None
     assert "holds '***', not a NUMBER_INTEGER" in result.error.message
     assert VALUE not in result.error.message + result.error.traceback
+
+
+def test_a_failed_outcome_that_quotes_the_value_is_masked(
+    executor: LocalExecutor, secret: TaskPlatform, tmp_path: Path
+) -> None:
+    # The task succeeds, writing the value as the reason its outcome is a failure.
+    launch = leaky_launch(tmp_path / "work", "os._exit", secret)
+    launch = dataclasses.replace(launch, env={"OUT": str(launch.workdir / OUTCOME_FILE)})
+
+    result = result_of(executor, launch)
+
+    assert_masked_log(launch)
+    assert result.ok, result.error
+    assert result.failed_outcome == "***"
