@@ -125,7 +125,8 @@ def _ui_get(headwater: Cli, *paths: str) -> list[str]:
     async def get() -> list[str]:
         app = create_app(f"sqlite:///{headwater.home / 'metadata.db'}")
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        base = "http://127.0.0.1:8080"  # a loopback Host: BrowserGuard refuses other names
+        async with httpx.AsyncClient(transport=transport, base_url=base) as client:
             responses = [await client.get(path) for path in paths]
         for response in responses:
             assert response.status_code == 200, response.text
