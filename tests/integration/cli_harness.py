@@ -73,7 +73,9 @@ class Cli(NamedTuple):
     home: Path
     cwd: Path
     env: dict[str, str]
-    timeout: float = 60  # seconds a command may take, unless the call says otherwise
+    # Seconds a command may take, unless the call says otherwise: room for a CI machine under
+    # load (one ran the suite 3.5x slower than here); a passing command never waits on it.
+    timeout: float = 180
     # Appended to every `run` command: how a test module runs all its pipelines on another
     # executor (`--executor dask --scheduler ADDRESS`) without changing its tests.
     extra_run_args: tuple[str, ...] = ()
