@@ -49,7 +49,10 @@ def _page(outputs: dict[str, str], key: str) -> str:
         ("metrics-kinds/digits", ['class="confusion"', ">zero<", ">two<", "No ROC curve"]),
         ("metrics-kinds/binary", ['class="confusion"', 'class="roc-curve"']),
         ("metrics-kinds/sliced", ["Slice <code>north</code>", 'class="confusion"', "roc-curve"]),
-        ("metrics-kinds/page", ['<iframe class="html-artifact"', "kinds report"]),
+        (
+            "metrics-kinds/page",
+            ['<iframe class="html-artifact"', "kinds report", "data:image/png;base64,", "end of"],
+        ),
         ("metrics-kinds/notes", ["<h1>Kinds notes</h1>"]),
     ],
     ids=["metrics", "confusion-3-class-no-roc", "confusion-and-roc", "sliced", "html", "markdown"],

@@ -41,8 +41,25 @@ def metrics_kinds(
     sliced.metadata["evaluationSlices"] = [
         {"slice": "north", "sliceClassificationMetrics": north.metadata}
     ]
+    import base64
+    import os
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    # A 320x320 noise PNG (~300 KiB), inline as explain_model's heatmaps are: the page is
+    # larger than a text preview's 256 KiB and must still reach the UI whole.
+    side = 320
+    pixels = b"".join(b"\x00" + os.urandom(side * 3) for _ in range(side))
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(pixels, 0)) + chunk(b"IEND", b"")
     with open(page.path, "w") as f:
-        f.write("<h1>kinds report</h1>")
+        f.write("<h1>kinds report</h1><figure><img alt='noise' src='data:image/png;base64,")
+        f.write(base64.b64encode(png).decode("ascii"))
+        f.write("'><figcaption>end of report</figcaption></figure>")
     with open(notes.path, "w") as f:
         f.write("# Kinds notes\n")
 
