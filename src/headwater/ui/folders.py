@@ -30,9 +30,11 @@ EVENTS_PREFIX = "events.out.tfevents"
 _CSV_SUFFIXES = (".csv", ".tsv")
 
 
-def list_files(root: Path, limit: int = MAX_FILES) -> tuple[list[dict[str, Any]], bool]:
-    """Up to `limit` regular files below `root` as `{"name", "size"}` (name relative to
-    `root`), in natural order folder by folder; and whether more were left out."""
+def list_files(root: Path, limit: int | None = None) -> tuple[list[dict[str, Any]], bool]:
+    """Up to `limit` (default `MAX_FILES`) regular files below `root` as `{"name", "size"}`
+    (name relative to `root`), in natural order folder by folder; and whether more were left
+    out."""
+    limit = MAX_FILES if limit is None else limit
     found: list[dict[str, Any]] = []
     for here, dirs, files in os.walk(root):  # does not descend into symlinked folders
         dirs.sort(key=_natural)
