@@ -302,3 +302,25 @@ def test_artifact_page_downloads_a_profiler_trace(page: Any, headwater_home: Cli
     assert download.suggested_filename == "trace.json.gz"
     events = json.loads(gzip.decompress(Path(download.path()).read_bytes()))["traceEvents"]
     assert any(str(e.get("name", "")).startswith("aten::") for e in events)
+
+
+def test_an_html_report_shows_its_inline_image_and_a_digits_matrix_draws(
+    page: Any, headwater_home: Cli
+) -> None:
+    kinds = UI_LOOPS.with_name("ui_kinds.py")
+    done = run_ok(headwater_home("run", str(kinds), "--json"))
+    page.goto(f"/runs/{done['run_id']}")
+    page.locator('svg#dag g.node[data-task="metrics-kinds"]').click()
+    row = page.locator("#task-panel tr", has=page.locator("th", has_text="page"))
+    row.locator("a").first.click()
+    # The report's image is a data: URI inside a sandboxed srcdoc iframe: drawn, not broken.
+    image = page.frame_locator("iframe.html-artifact").locator("img")
+    expect(image).to_be_visible(timeout=TIMEOUT_MS)
+    assert image.evaluate("i => i.complete && i.naturalWidth") == 320
+    screenshot(page, "html-report")
+    page.go_back()
+    page.locator('svg#dag g.node[data-task="metrics-kinds"]').click()
+    row = page.locator("#task-panel tr", has=page.locator("th", has_text="digits"))
+    row.locator("a").first.click()
+    expect(page.locator("svg.confusion rect")).to_have_count(9, timeout=TIMEOUT_MS)
+    expect(page.locator(".plots p")).to_contain_text("No ROC curve", timeout=TIMEOUT_MS)

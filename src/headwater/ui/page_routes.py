@@ -94,18 +94,15 @@ def run_page(
 
 @router.get("/artifacts/{ref:path}", response_class=HTMLResponse)
 def artifact_page(request: Request, ref: str) -> str:
-    from headwater.ui.svg import confusion_matrix_svg, roc_svg
+    from headwater.ui.graph import lineage_layout
 
     art = data.artifact_view(ref, metadata=_store(request))
     preview = art["preview"]
-    plots = {}
+    plots = []
     if preview["kind"] == "classification":
-        matrix = preview["confusion_matrix"]
-        if matrix:
-            plots["confusion"] = confusion_matrix_svg(matrix["labels"], matrix["rows"])
-        if preview["roc"]:
-            plots["roc"] = roc_svg([(art["name"], preview["roc"])])
-    from headwater.ui.graph import lineage_layout
+        if preview["confusion_matrix"] or preview["roc"]:
+            plots.append(_plots("", art["name"], preview))
+        plots += [_plots(s["name"], f"{art['name']} {s['name']}", s) for s in preview["slices"]]
 
     lineage = data.lineage_view(str(art["id"]), metadata=_store(request), hops=2, limit=60)
     lineage["layout"] = lineage_layout(lineage)
@@ -113,6 +110,19 @@ def artifact_page(request: Request, ref: str) -> str:
         "artifact.html", art=art, preview=preview, plots=plots, lineage=lineage,
         title=f"Artifact {art['name']}",
     )  # fmt: skip
+
+
+def _plots(title: str, name: str, metrics: dict[str, Any]) -> dict[str, str]:
+    """One panel of a ClassificationMetrics preview: `title` (a slice's name, or empty),
+    `confusion` and `roc` (SVG, or empty when that part was not logged)."""
+    from headwater.ui.svg import confusion_matrix_svg, roc_svg
+
+    matrix = metrics["confusion_matrix"]
+    return {
+        "title": title,
+        "confusion": confusion_matrix_svg(matrix["labels"], matrix["rows"]) if matrix else "",
+        "roc": roc_svg([(name, metrics["roc"])]) if metrics["roc"] else "",
+    }
 
 
 @router.get("/compare", response_class=HTMLResponse)

@@ -1,9 +1,11 @@
 """Artifact previews: what the Artifact page and `GET /api/v1/artifacts/{id}` show.
 
 A preview never reads a whole large file: Parquet gives its schema and first row group's
-first rows, CSV its first lines, text its first bytes. Files are read only when the artifact's
-path resolves inside an allowed root (the producing run's pipeline root or the default one),
-so a record pointing at `/etc/passwd` or through a symlink out of the store is refused.
+first rows, CSV its first lines, text its first bytes; a folder (a Dataset of part files, a
+Model) is previewed by `headwater.ui.folders`, within the same kind of bounds. Files are read
+only when the artifact's path resolves inside an allowed root (the producing run's pipeline
+root or the default one), so a record pointing at `/etc/passwd` or through a symlink out of
+the store is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ __all__ = ["MAX_ROWS", "MAX_TEXT", "PathOutsideStoreError", "confined_path", "pr
 
 MAX_ROWS = 20
 MAX_TEXT = 256 * 1024
+#: An HTML report may carry its images inline (data: URIs), so it is shown up to this size.
+MAX_HTML = 4 * 1024 * 1024
+#: The artifact metadata `format` that marks TensorBoard logs (`train_lightning` sets it).
+LOGS_FORMAT = "tensorboard-logs"
 
 
 class PathOutsideStoreError(UserError):
@@ -48,8 +54,11 @@ def preview(art: ArtifactInfo, roots: list[str]) -> dict[str, Any]:
     """The preview of `art`: `{"kind": ..., ...}` by its type.
 
     Kinds: "metrics" (`rows`: [[name, value]]), "classification" (`confusion_matrix`:
-    {labels, rows}, `roc`: [{fpr, tpr, threshold}]), "markdown" (`html`, sanitised), "html"
-    (`text`, for a sandboxed iframe), "table" (`columns`, `rows`, `format`), "text", "none".
+    {labels, rows}, `roc`: [{fpr, tpr, threshold}], `slices`: [{name, confusion_matrix,
+    roc}] for SlicedClassificationMetrics), "markdown" (`html`, sanitised), "html" (`text`,
+    for a sandboxed iframe; `truncated`), "table" (`columns`, `rows`, `format`,
+    `total_rows`; `parts` and `files` for a folder), "folder" (`files`: [{name, size}],
+    `more_files`), "tensorboard" (`command`, `files`), "text", "none" (`reason`).
 
     Raises:
         PathOutsideStoreError: The artifact's file is outside `roots`.
@@ -57,22 +66,57 @@ def preview(art: ArtifactInfo, roots: list[str]) -> dict[str, Any]:
     meta = art.metadata
     if art.type == "system.Metrics":
         rows = [[k, v] for k, v in sorted(meta.items()) if isinstance(v, int | float)]
+        if not rows:
+            return {"kind": "none", "reason": "no metrics were logged (log_metric)"}
         return {"kind": "metrics", "rows": rows}
     if art.type in ("system.ClassificationMetrics", "system.SlicedClassificationMetrics"):
-        return {"kind": "classification", **classification(meta)}
+        found = {"kind": "classification", **classification(meta), "slices": slices(meta)}
+        if not (found["confusion_matrix"] or found["roc"] or found["slices"]):
+            return {"kind": "none", "reason": "no confusion matrix or ROC curve was logged"}
+        return found
+    tensorboard = meta.get("format") == LOGS_FORMAT
     path = confined_path(art.uri, roots)
-    if path is None or not path.is_file():
-        return {"kind": "none", "reason": "no local file to preview"}
+    if path is None:
+        if tensorboard:
+            return _tensorboard(art, [])
+        return {"kind": "none", "reason": f"it is stored remotely ({art.uri}); previews read "
+                "local files only"}  # fmt: skip
+    if path.is_dir():
+        from headwater.ui.folders import folder_preview, has_event_files
+
+        found = folder_preview(path)
+        if tensorboard or has_event_files(found["files"]):
+            return _tensorboard(art, found["files"])
+        return found
+    if not path.is_file():
+        return {"kind": "none", "reason": f"its file {str(path)!r} does not exist (any more)"}
     if art.type == "system.Markdown":
         from headwater.ui.markdown import render_markdown
 
         return {"kind": "markdown", "html": render_markdown(_head(path))}
     if art.type == "system.HTML":
-        return {"kind": "html", "text": _head(path)}
+        size = path.stat().st_size
+        return {"kind": "html", "text": _head(path, MAX_HTML), "truncated": size > MAX_HTML}
     table = _table(path)
     if table is not None:
         return {"kind": "table", **table}
-    return {"kind": "text", "text": _head(path, 16 * 1024)}
+    text = _head(path, 16 * 1024)
+    if "\x00" in text:
+        size = path.stat().st_size
+        return {"kind": "none", "reason": f"it is a binary file ({size} bytes)"}
+    return {"kind": "text", "text": text}
+
+
+def _tensorboard(art: ArtifactInfo, files: list[dict[str, Any]]) -> dict[str, Any]:
+    """How to open TensorBoard logs: `headwater tensorboard` serves them on loopback."""
+    if art.producer is None:
+        command = "headwater tensorboard RUN_ID"
+    else:
+        import shlex
+
+        task = shlex.quote(art.producer.task)  # a loop iteration's name is `train[2]`
+        command = f"headwater tensorboard {art.producer.run_id} --task {task}"
+    return {"kind": "tensorboard", "command": command, "files": files, "more_files": False}
 
 
 def classification(meta: dict[str, Any]) -> dict[str, Any]:
@@ -94,6 +138,17 @@ def classification(meta: dict[str, Any]) -> dict[str, Any]:
             )
     out["roc"].sort(key=lambda p: (p["fpr"], p["tpr"]))
     return out
+
+
+def slices(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The slices of a SlicedClassificationMetrics artifact's metadata (KFP's
+    `evaluationSlices`), each `{"name", "confusion_matrix", "roc"}` as `classification`."""
+    found = []
+    for entry in meta.get("evaluationSlices") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("sliceClassificationMetrics"), dict):
+            metrics = classification(entry["sliceClassificationMetrics"])
+            found.append({"name": str(entry.get("slice", "")), **metrics})
+    return found
 
 
 def _head(path: Path, limit: int = MAX_TEXT) -> str:

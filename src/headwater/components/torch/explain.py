@@ -10,7 +10,10 @@ explains up to `max_examples` of them and writes, into `output_dir`::
     example_<i>.png      images only ((N, H, W) or (N, C, H, W) inputs): the input beside its
                          attribution map (channels summed, diverging colours centred at 0)
     index.html           the predictions with the heatmaps, or for other inputs a table of
-                         attributions coloured by sign
+                         attributions coloured by sign; the heatmaps are inside it as data:
+                         URIs (up to `MAX_INLINE_IMAGES` bytes of them), so the page shows
+                         them wherever it is opened: copied to the `report` HTML artifact, in
+                         the web UI (a sandboxed iframe with no folder around it), downloaded
 
 Integrated Gradients costs about `n_steps` forward and backward passes per example;
 Occlusion one forward pass per window position (about 49 per image with the default window).
@@ -18,6 +21,7 @@ Occlusion one forward pass per window position (about 49 per image with the defa
 
 from __future__ import annotations
 
+import base64
 import csv
 import html
 import json
@@ -41,6 +45,10 @@ EXAMPLE_SUFFIXES = (".npz", ".npy", ".json")
 NPZ_KEYS = ("x_test", "x")
 #: The table in index.html shows at most this many features of a non-image input.
 HTML_FEATURES = 64
+#: PNG bytes index.html carries inline; later heatmaps are linked by name (beside the page
+#: only in the attributions artifact). 2 MiB is ~2.7 MiB of base64, under the web UI's 4 MiB
+#: HTML preview; the 16 default examples take about 0.4 MiB.
+MAX_INLINE_IMAGES = 2 * 1024 * 1024
 
 
 def explain_model(
@@ -247,10 +255,22 @@ def _write_html(
         return html.escape(text)
 
     if images:
+        budget, linked = MAX_INLINE_IMAGES, 0
         for i in range(len(explanation.targets)):
+            png = (path.parent / f"example_{i}.png").read_bytes()
+            if len(png) <= budget:
+                budget -= len(png)
+                src = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+            else:
+                src, linked = f"example_{i}.png", linked + 1
             parts.append(
-                f"<figure><img src='example_{i}.png' alt='example {i}'>"
+                f"<figure><img src='{src}' alt='example {i}'>"
                 f"<figcaption>{caption(i)}</figcaption></figure>"
+            )
+        if linked:
+            parts.append(
+                f"<p>{linked} of the heatmaps did not fit in this page: see the "
+                "example_N.png files of the attributions artifact.</p>"
             )
     else:
         if _is_image(values.shape[1:]):

@@ -3,8 +3,10 @@ Occlusion on tabular data, example files and each refusal as one clear error."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +130,27 @@ def test_explain_model_on_digits_writes_the_report(
     for i in range(5):
         assert (out / f"example_{i}.png").read_bytes().startswith(b"\x89PNG")
     page = (out / "index.html").read_text()
-    assert "src='example_4.png'" in page and f"example 0: predicted {expected[0]}" in page
+    assert f"example 0: predicted {expected[0]}" in page
+    # The heatmaps travel inside the page: the `report` artifact is this file alone.
+    inline = re.findall(r"<img src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    assert [base64.b64decode(s) for s in inline] == [
+        (out / f"example_{i}.png").read_bytes() for i in range(5)
+    ]
+    assert "src='example_" not in page
+
+
+def test_heatmaps_past_the_inline_budget_are_linked_and_said_so(
+    tmp_path: Path, digits_model: tuple[str, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from headwater.components.torch import explain as module
+
+    path, digits = digits_model
+    np.save(tmp_path / "digits.npy", digits[:3])
+    monkeypatch.setattr(module, "MAX_INLINE_IMAGES", 1)
+    explain_model(path, str(tmp_path / "digits.npy"), str(tmp_path / "out"), n_steps=8)
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "data:image" not in page and "src='example_2.png'" in page
+    assert "3 of the heatmaps did not fit in this page" in page
 
 
 def test_occlusion_on_digits_from_json_with_one_example(
