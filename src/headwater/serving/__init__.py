@@ -9,7 +9,9 @@ The modules, from the wire inwards::
     app          create_app: routes, error handlers, middleware
     routing      ProtocolRoutes: the V1/V2 routes called without FastAPI's routing
     v1, v2       the protocols' routes and payload conversions
-    wire         bounded JSON bodies, JSON answers, {"error": ...}
+    triton       Triton's /config, /stats and /v2/repository/index; StatisticsHooks
+    binary       Triton's binary tensor data extension: JSON header, then raw tensors
+    wire         bounded bodies, JSON answers, {"error": ...}
     observe      ServingHooks (metrics seam) and the request-observing middleware
     context      ServingContext: one prediction's call path, stage timing
     predictor    Predictor / ThreadPredictor: inference off the event loop (batching seam)
@@ -20,7 +22,7 @@ The modules, from the wire inwards::
     repository   ModelRepository: endpoints by name
     endpoint     ModelEndpoint / ModelVersion / TrafficPolicy: atomic swaps (canary seam)
     runtimes/    ModelRuntime and one runtime per framework (xgboost, sklearn, torch, custom)
-    tensors      V2 datatypes and shapes, JSON <-> NumPy
+    tensors      V2 datatypes and shapes, JSON and binary data <-> NumPy
     resolve      MODEL specs -> ModelSource (registry, URIs, files, handlers)
     formats      which framework reads a file
     server       running uvicorn (one process or N workers); config: ServerConfig

@@ -9,8 +9,9 @@ The layers, outermost first: `ObserveRequests` (timing, the version header, hook
 500 for anything unexpected), `headwater.security.BrowserGuard` (a `Host` that is not a
 loopback name or one of `allowed_hosts`, a request from another site's page, or an admin
 change not sent as JSON, is refused 403 or 415), `headwater.security.TokenAuth` when there
-is a token (every request but the V2 health probes needs it; see `OPEN_PATHS`),
-`ProtocolRoutes` (the V1 and V2 routes, called without FastAPI's routing machinery), then
+is a token (every request but the health probes needs it; see `OPEN_PATHS`),
+`ProtocolRoutes` (the V1 and V2 routes, and the Triton extensions of
+`headwater.serving.triton`, called without FastAPI's routing machinery), then
 FastAPI with the same routes, the admin API (`headwater.serving.admin`) and `/metrics`
 (`headwater.serving.metrics`). Every error is `{"error": "..."}`: FastAPI's own 404/405
 and 422 answers are replaced. The app has no OpenAPI pages: the protocols are documented by
@@ -34,7 +35,7 @@ from starlette.types import Scope
 from headwater import __version__
 from headwater.errors import HeadwaterError, InvalidArgumentError, UserError
 from headwater.security import BrowserGuard, TokenAuth, allowed_host
-from headwater.serving import v1, v2
+from headwater.serving import triton, v1, v2
 from headwater.serving.admin import ChangeLog, admin_router
 from headwater.serving.config import DEFAULT_MAX_BODY_BYTES
 from headwater.serving.context import ServingContext
@@ -54,9 +55,10 @@ from headwater.serving.wire import error_response
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "OPEN_PATHS", "create_app"]
 
-#: Paths served without the token: the V2 health probes, which say nothing about any model
-#: and which load balancers and orchestrators call without credentials.
-OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready"})
+#: Paths served without the token: the health probes (V2's, and KServe's liveness at `/`),
+#: which say nothing about any model and which load balancers and orchestrators call
+#: without credentials.
+OPEN_PATHS = frozenset({"/", "/v2/health/live", "/v2/health/ready"})
 
 
 def create_app(
@@ -111,7 +113,7 @@ def create_app(
         openapi_url=None,
         lifespan=_lifespan,
     )
-    hooks = tuple(hooks)
+    hooks = (*hooks, triton.StatisticsHooks())
     if metrics:
         from headwater.serving.metrics import PrometheusHooks, metrics_router
 
@@ -120,6 +122,7 @@ def create_app(
         app.include_router(metrics_router(exporter))
     app.state.headwater = ServingContext(repository, hooks, max_body_bytes)
     app.include_router(v1.router)
+    app.include_router(triton.router)  # before V2's: `/v2/models/stats` is not a model
     app.include_router(v2.router)
     app.include_router(admin_router(writable=admin_changes, changes=change_log))
     app.add_exception_handler(ProtocolError, _protocol_error)
@@ -127,7 +130,7 @@ def create_app(
     app.add_exception_handler(HeadwaterError, _headwater_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    protocol_routes = [*v1.router.routes, *v2.router.routes]
+    protocol_routes = [*v1.router.routes, *triton.router.routes, *v2.router.routes]
     app.add_middleware(
         ProtocolRoutes, routes=protocol_routes, exception_handlers=app.exception_handlers
     )  # added first: innermost of ours, behind the token check

@@ -5,7 +5,13 @@ or nested. `decode` turns one into a NumPy array and refuses what does not add u
 datatype, values of another kind, a count that does not fill the shape); `conform` then holds
 it against what the model declared (`TensorSpec`); `encode` goes back to JSON.
 
-Datatypes map to NumPy as `DTYPES` shows; BYTES tensors hold Python `str` (JSON has no bytes).
+With the binary tensor data extension (Triton's; `headwater.serving.binary` frames the body)
+a tensor's values come as raw bytes instead of `data`: row-major, little-endian, in the
+datatype's native size, BOOL one byte each, a BYTES element a 4-byte little-endian length and
+then its bytes. `decode(..., raw=...)` reads them and `to_bytes` writes them.
+
+Datatypes map to NumPy as `DTYPES` shows; BYTES tensors hold Python `str` (JSON has no bytes),
+also when they came as binary data: those are read as UTF-8.
 A dimension of -1 in a `TensorSpec` is variable, as in the protocol's model metadata.
 """
 
@@ -78,12 +84,14 @@ def datatype_of(array: np.ndarray) -> str:
     )
 
 
-def decode(tensor: Any, *, where: str) -> tuple[str, np.ndarray]:
+def decode(tensor: Any, *, where: str, raw: bytes | None = None) -> tuple[str, np.ndarray]:
     """The name and array of one V2 input tensor, checked against its own datatype and shape.
 
     Args:
         tensor: The JSON object `{"name", "datatype", "shape", "data", "parameters"?}`.
         where: How to name it in errors ("inputs[0]").
+        raw: The tensor's binary data, when it came so (`parameters.binary_data_size`);
+            then it has no `data`.
 
     Raises:
         InvalidInputError: Anything missing, unknown or inconsistent, named.
@@ -94,15 +102,22 @@ def decode(tensor: Any, *, where: str) -> tuple[str, np.ndarray]:
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"{where} needs a 'name' (a non-empty string), got {name!r}")
     where = f"input {name!r}"
-    parameters = tensor.get("parameters")
-    if isinstance(parameters, dict) and "binary_data_size" in parameters:
-        raise InvalidInputError(_BINARY)
     datatype = tensor.get("datatype")
     if datatype not in DTYPES:
         raise InvalidInputError(
             f"{where} has datatype {datatype!r}; V2 datatypes are {', '.join(DATATYPES)}"
         )
     shape = shape_of(tensor.get("shape"), where=where)
+    if raw is not None:
+        if "data" in tensor:
+            raise InvalidInputError(f"{where} has both 'data' and binary data: send one")
+        return name, from_bytes(raw, datatype, shape, where=where)
+    parameters = tensor.get("parameters")
+    if isinstance(parameters, dict) and "binary_data_size" in parameters:
+        raise InvalidInputError(
+            f"{where} says it is binary data (binary_data_size) but the request has no "
+            "Inference-Header-Content-Length header giving the length of its JSON part"
+        )
     if "data" not in tensor:
         raise InvalidInputError(f"{where} has no 'data'")
     return name, values(tensor["data"], datatype, shape, where=where)
@@ -157,6 +172,44 @@ def values(data: Any, datatype: str, shape: tuple[int, ...], *, where: str) -> n
     if datatype == "BYTES":
         return array.astype(object).reshape(shape)
     return array.astype(DTYPES[datatype], copy=False).reshape(shape)
+
+
+def from_bytes(raw: bytes, datatype: str, shape: tuple[int, ...], *, where: str) -> np.ndarray:
+    """A tensor's binary data as an array of `datatype` shaped `shape`.
+
+    Raises:
+        InvalidInputError: A size that does not fill the shape, BOOL bytes other than 0 and
+            1, or BYTES elements that overrun the data or are not UTF-8.
+    """
+    count = math.prod(shape)
+    if datatype == "BYTES":
+        return np.asarray(_strings(raw, count, where), dtype=object).reshape(shape)
+    dtype = np.dtype(np.uint8) if datatype == "BOOL" else DTYPES[datatype].newbyteorder("<")
+    if len(raw) != count * dtype.itemsize:
+        raise InvalidInputError(
+            f"{where} has {len(raw)} bytes of binary data but its shape {list(shape)} of "
+            f"{datatype} takes {count * dtype.itemsize}"
+        )
+    array = np.frombuffer(raw, dtype=dtype).reshape(shape)
+    if datatype == "BOOL":
+        if array.size and array.max() > 1:
+            raise InvalidInputError(f"{where} is BOOL but its binary data holds bytes but 0 and 1")
+        return array.astype(np.bool_)
+    return array.astype(DTYPES[datatype])  # a copy: native byte order, and writable
+
+
+def to_bytes(array: np.ndarray) -> bytes:
+    """An output tensor's binary data (see the module docstring); BYTES elements that are
+    not `bytes` are written as their text in UTF-8."""
+    if datatype_of(array) == "BYTES":
+        parts = []
+        for value in array.reshape(-1):
+            item = value if isinstance(value, bytes) else str(_json_scalar(value)).encode()
+            parts += [len(item).to_bytes(4, "little"), item]
+        return b"".join(parts)
+    if array.dtype.kind == "b":
+        return array.astype(np.uint8).tobytes()
+    return array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
 def conform(array: np.ndarray, datatype: str, spec: TensorSpec) -> np.ndarray:
@@ -232,6 +285,33 @@ def infer_datatype(array: np.ndarray, *, where: str) -> str:
     raise InvalidInputError(f"{where} holds {_described(array)}; send numbers, booleans or strings")
 
 
+def _strings(raw: bytes, count: int, where: str) -> list[str]:
+    found: list[str] = []
+    at = 0
+    while at < len(raw):
+        if at + 4 > len(raw):
+            raise InvalidInputError(f"{where}'s binary data ends inside an element's length")
+        size = int.from_bytes(raw[at : at + 4], "little")
+        at += 4
+        if at + size > len(raw):
+            raise InvalidInputError(
+                f"{where}'s element {len(found)} is {size} bytes long but the data ends first"
+            )
+        try:
+            found.append(raw[at : at + size].decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(
+                f"{where}'s element {len(found)} is not UTF-8 text (Headwater's BYTES "
+                "tensors hold text)"
+            ) from exc
+        at += size
+    if len(found) != count:
+        raise InvalidInputError(
+            f"{where} has {len(found)} BYTES elements but its shape holds {count}"
+        )
+    return found
+
+
 def _fits(shape: Sequence[int], declared: Sequence[int]) -> bool:
     return len(shape) == len(declared) and all(
         d in (-1, s) for s, d in zip(shape, declared, strict=True)
@@ -268,9 +348,3 @@ def _json_scalar(value: Any) -> Any:
         return value if math.isfinite(value) else None
     item = getattr(value, "item", None)
     return _json_scalar(item()) if callable(item) else str(value)
-
-
-_BINARY = (
-    "binary tensor data (the Triton binary extension) is not supported: send the tensor as "
-    "JSON 'data' (tritonclient: binary_data=False)"
-)

@@ -1,5 +1,7 @@
 """KServe V1 ("TF Serving style") REST: list, status, `:predict` and `:explain`.
 
+    GET  /                           {"status": "alive"} (KServe's liveness, which its V1
+                                     client's `is_server_live` reads)
     GET  /v1/models                  {"models": ["churn", ...]}
     GET  /v1/models/{name}           {"name": "churn", "ready": true}
     POST /v1/models/{name}:predict   {"instances": [...]}  ->  {"predictions": [...]}
@@ -30,6 +32,12 @@ from headwater.serving.wire import OFFLOAD_BYTES, json_response, read_json
 
 router = APIRouter()
 PROTOCOL = "v1"
+
+
+@router.get("/")
+async def live(request: Request) -> Response:
+    """`{"status": "alive"}` while the server answers at all."""
+    return json_response({"status": "alive"})
 
 
 @router.get("/v1/models")

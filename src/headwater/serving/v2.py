@@ -1,11 +1,15 @@
 """The Open Inference Protocol (KServe V2) over REST, plus its `explain` extension.
 
-    GET  /v2                                   {"name", "version", "extensions": ["explain"]}
-    GET  /v2/health/live, /v2/health/ready     200, empty body (ready: 503 {"error"} while a
-                                               model has no version loaded)
+    GET  /v2                                   {"name", "version", "extensions": ["explain",
+                                                "model_configuration", "statistics",
+                                                "binary_tensor_data"]}
+    GET  /v2/health/live                       {"live": true}
+    GET  /v2/health/ready                      {"ready": true}; 503 {"error"} while a model has
+                                               no version loaded
     GET  /v2/models/{m}[/versions/{v}]         {"name", "versions", "platform", "inputs",
                                                 "outputs"}
-    GET  /v2/models/{m}[/versions/{v}]/ready   200, empty body
+    GET  /v2/models/{m}[/versions/{v}]/ready   {"name", "ready": true}; 404 unknown, 503 not
+                                               loaded
     POST /v2/models/{m}[/versions/{v}]/infer   {"id"?, "parameters"?, "inputs": [...],
                                                 "outputs"?: [{"name"}]}
                                                -> {"model_name", "model_version", "id"?,
@@ -17,6 +21,14 @@
                                                predictions, "attributions" and, when known,
                                                "feature_names", "bias", "targets", "deltas"
 
+The spec says a health answer is its status and its body is empty; KServe's server answers
+the bodies above and its Python client (`kserve.InferenceRESTClient`) reads them, while
+Triton's client reads only the status: so Headwater answers as KServe does.
+
+`infer` and `explain` also take and give tensors as binary data after a JSON header (Triton's
+binary tensor data extension, what Triton's and KServe's clients send by default; see
+`headwater.serving.binary`).
+
 Without `/versions/{v}` the endpoint's traffic policy picks the version. Inputs are checked
 against the model's metadata: names, datatypes (numbers convert to a floating input, integers
 to an integer input; BOOL and BYTES only to their own) and fixed dimensions.
@@ -24,7 +36,7 @@ to an integer input; BOOL and BYTES only to their own) and fixed dimensions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,27 +45,37 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from headwater import __version__
+from headwater.serving import binary, triton
 from headwater.serving.context import ServingContext, request_key
 from headwater.serving.endpoint import ModelVersion
 from headwater.serving.errors import InvalidInputError, ModelNotReadyError
 from headwater.serving.runtimes.base import Explanation, ModelMetadata
-from headwater.serving.tensors import conform, decode, encode
-from headwater.serving.wire import OFFLOAD_BYTES, json_response, read_json
+from headwater.serving.tensors import conform, datatype_of, decode, encode, to_bytes
+from headwater.serving.wire import OFFLOAD_BYTES, json_response, read_body
 
 router = APIRouter()
 PROTOCOL = "v2"
 SERVER_NAME = "headwater"
-EXTENSIONS = ("explain",)
+#: Ours, then Triton's, as `GET /v2` lists them.
+EXTENSIONS = ("explain", *triton.EXTENSIONS, "binary_tensor_data")
 
 
 @dataclass(frozen=True)
 class InferRequest:
-    """A parsed V2 inference request: its id, parameters, decoded inputs and outputs asked."""
+    """A parsed V2 inference request: its id, parameters, decoded inputs and outputs asked,
+    and which outputs to answer as binary data (`headwater.serving.binary`): those named in
+    `binary` as True, and, when `binary_default`, those it does not name."""
 
     id: str | None
     parameters: dict[str, Any]
     inputs: list[tuple[str, str, np.ndarray]]
     outputs: list[str] | None
+    binary_default: bool = False
+    binary: dict[str, bool] = field(default_factory=dict)
+
+    def is_binary(self, output: str) -> bool:
+        """Whether `output` is answered as binary data."""
+        return self.binary.get(output, self.binary_default)
 
 
 @router.get("/v2")
@@ -66,16 +88,17 @@ async def server_metadata(request: Request) -> Response:
 
 @router.get("/v2/health/live")
 async def live(request: Request) -> Response:
-    """200 while the server answers at all."""
-    return Response(status_code=200)
+    """`{"live": true}` while the server answers at all."""
+    return json_response({"live": True})
 
 
 @router.get("/v2/health/ready")
 async def ready(request: Request) -> Response:
-    """200 when every served model has a version ready, else 503 naming those without."""
+    """`{"ready": true}` when every served model has a version ready, else 503 naming those
+    without."""
     repository = ServingContext.of(request).repository
     if repository.ready:
-        return Response(status_code=200)
+        return json_response({"ready": True})
     waiting = [e.name for e in repository if not e.ready] or ["(no models)"]
     raise ModelNotReadyError(f"not ready: no version loaded for {', '.join(waiting)}")
 
@@ -94,13 +117,14 @@ async def version_metadata(request: Request, name: str, version: str) -> Respons
 
 @router.get("/v2/models/{name}/ready")
 async def model_ready(request: Request, name: str) -> Response:
-    """200 when the model has a version ready; 404 unknown, 503 not ready."""
+    """`{"name", "ready": true}` when the model has a version ready; 404 unknown, 503 not
+    ready."""
     return await _ready(request, name, None)
 
 
 @router.get("/v2/models/{name}/versions/{version}/ready")
 async def version_ready(request: Request, name: str, version: str) -> Response:
-    """200 when that version is loaded; 404 otherwise."""
+    """`{"name", "ready": true}` when that version is loaded; 404 otherwise."""
     return await _ready(request, name, version)
 
 
@@ -152,48 +176,65 @@ async def _ready(request: Request, name: str, label: str | None) -> Response:
         context.mark(request, name, version.version, PROTOCOL, "ready")
         if not version.runtime.ready:
             raise ModelNotReadyError(f"model {name!r} version {version.version} is not loaded")
-        return Response(status_code=200)
+        return json_response({"name": name, "ready": True})
 
 
 async def _infer(request: Request, name: str, label: str | None) -> Response:
     context = ServingContext.of(request)
-    body, size = await read_json(request, context.max_body_bytes)
+    size, body, data = await _read(request, context.max_body_bytes)
     endpoint = context.repository.endpoint(name)
     async with endpoint.serving(label, key=request_key(request)) as version:
         context.mark(request, name, version.version, PROTOCOL, "infer")
         metadata = version.runtime.metadata
         offload = size > OFFLOAD_BYTES
         parsed = await context.run_stage(
-            version, "preprocess", lambda: parse_request(body), offload=offload
+            version, "preprocess", lambda: parse_request(body, data), offload=offload
         )
         inputs = model_inputs(parsed, metadata)
         outputs = await context.predict(version, inputs, metadata.check_outputs(parsed.outputs))
-        answer = await context.run_stage(
+        answer, raw = await context.run_stage(
             version,
             "postprocess",
             lambda: _response(version, parsed, outputs),
             offload=offload,
         )
-    return json_response(answer)
+    return binary.response(answer, raw) if raw else json_response(answer)
 
 
 async def _explain(request: Request, name: str, label: str | None) -> Response:
     context = ServingContext.of(request)
-    body, size = await read_json(request, context.max_body_bytes)
+    size, body, data = await _read(request, context.max_body_bytes)
     endpoint = context.repository.endpoint(name)
     async with endpoint.serving(label, key=request_key(request)) as version:
         context.mark(request, name, version.version, PROTOCOL, "explain")
         metadata = version.runtime.metadata
         parsed = await context.run_stage(
-            version, "preprocess", lambda: parse_request(body), offload=size > OFFLOAD_BYTES
+            version,
+            "preprocess",
+            lambda: parse_request(body, data),
+            offload=size > OFFLOAD_BYTES,
         )
         found = await context.explain(version, model_inputs(parsed, metadata), parsed.parameters)
-        answer = _response(version, parsed, explanation_tensors(found))
-    return json_response(answer)
+        answer, raw = _response(version, parsed, explanation_tensors(found))
+    return binary.response(answer, raw) if raw else json_response(answer)
 
 
-def parse_request(body: dict[str, Any]) -> InferRequest:
+async def _read(
+    request: Request, limit: int
+) -> tuple[int, dict[str, Any], binary.BinaryData | None]:
+    """The body's size, its JSON object and the binary tensor data after it (if any)."""
+    body, header_length = await read_body(request, limit)
+    found, data = await binary.split(body, header_length)
+    return len(body), found, data
+
+
+def parse_request(body: dict[str, Any], data: binary.BinaryData | None = None) -> InferRequest:
     """A V2 inference request's parts, each input decoded and checked on its own.
+
+    Args:
+        body: The JSON request.
+        data: The binary tensor data after it, for inputs sent so (None: a plain JSON
+            request).
 
     Raises:
         InvalidInputError: A missing or malformed field, named.
@@ -204,6 +245,8 @@ def parse_request(body: dict[str, Any]) -> InferRequest:
     parameters = body.get("parameters") or {}
     if not isinstance(parameters, dict):
         raise InvalidInputError(f"'parameters' must be an object, got {parameters!r}")
+    binary_default, binary_outputs = binary.wanted(body, body.get("outputs"))
+    parameters = {k: v for k, v in parameters.items() if k not in binary.PARAMETERS}
     raw = body.get("inputs")
     if not isinstance(raw, list) or not raw:
         raise InvalidInputError(
@@ -211,12 +254,17 @@ def parse_request(body: dict[str, Any]) -> InferRequest:
         )
     inputs = []
     for i, tensor in enumerate(raw):
-        name, array = decode(tensor, where=f"inputs[{i}]")
+        where = f"inputs[{i}]"
+        raw_data = data.take(tensor, where=where) if data is not None else None
+        name, array = decode(tensor, where=where, raw=raw_data)
         inputs.append((name, tensor["datatype"], array))
+    if data is not None:
+        data.check_used()
     names = [n for n, _, _ in inputs]
     if len(set(names)) != len(names):
         raise InvalidInputError(f"inputs name the same tensor twice: {names}")
-    return InferRequest(request_id, parameters, inputs, _requested_outputs(body.get("outputs")))
+    outputs = _requested_outputs(body.get("outputs"))
+    return InferRequest(request_id, parameters, inputs, outputs, binary_default, binary_outputs)
 
 
 def model_inputs(parsed: InferRequest, metadata: ModelMetadata) -> dict[str, np.ndarray]:
@@ -262,12 +310,28 @@ def explanation_tensors(found: Explanation) -> dict[str, np.ndarray]:
 
 def _response(
     version: ModelVersion, parsed: InferRequest, outputs: dict[str, np.ndarray]
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[bytes]]:
+    """The JSON answer, and the binary data of the outputs answered so, in output order."""
     answer: dict[str, Any] = {"model_name": version.endpoint, "model_version": version.version}
     if parsed.id is not None:
         answer["id"] = parsed.id
-    answer["outputs"] = [encode(name, array) for name, array in outputs.items()]
-    return answer
+    encoded, raw = [], []
+    for name, array in outputs.items():
+        if parsed.is_binary(name):
+            found = np.asarray(array)
+            raw.append(to_bytes(found))
+            encoded.append(
+                {
+                    "name": name,
+                    "datatype": datatype_of(found),
+                    "shape": list(found.shape),
+                    "parameters": {"binary_data_size": len(raw[-1])},
+                }
+            )
+        else:
+            encoded.append(encode(name, array))
+    answer["outputs"] = encoded
+    return answer, raw
 
 
 def _requested_outputs(raw: Any) -> list[str] | None:

@@ -29,8 +29,8 @@ VERSION_HEADER = "x-headwater-model-version"
 #: Bodies larger than this are parsed on a worker thread, not on the event loop.
 OFFLOAD_BYTES = 256 * 1024
 _BINARY = (
-    "binary tensor data (the Triton binary extension, Inference-Header-Content-Length) is "
-    "not supported: send tensors as JSON 'data' (tritonclient: binary_data=False)"
+    "binary tensor data (Inference-Header-Content-Length) is taken by V2 inference only "
+    "(POST /v2/models/{name}/infer): send this request as JSON"
 )
 
 
@@ -41,12 +41,28 @@ async def read_json(request: Request, limit: int) -> tuple[dict[str, Any], int]:
         PayloadTooLargeError: The body (declared or as read) exceeds `limit`.
         InvalidInputError: No body, a binary-extension body, malformed JSON, or not an object.
     """
+    body, header_length = await read_body(request, limit)
+    if header_length is not None:
+        raise InvalidInputError(_BINARY)
+    return await json_object(body), len(body)
+
+
+async def read_body(request: Request, limit: int) -> tuple[bytes, int | None]:
+    """The request's body, reading at most `limit` bytes, and the length of its JSON header
+    when it has binary tensor data after it (`Inference-Header-Content-Length`), else None.
+
+    Raises:
+        PayloadTooLargeError: The body (declared or as read) exceeds `limit`.
+        InvalidInputError: An `Inference-Header-Content-Length` that is not a length
+            within the body.
+    """
     declared = ""
+    header_length: str | None = None
     for key, value in request.scope["headers"]:  # one pass; ASGI names are lower case
         if key == b"content-length" and not declared:
             declared = value.decode("latin-1")
         elif key == b"inference-header-content-length":
-            raise InvalidInputError(_BINARY)
+            header_length = value.decode("latin-1").strip()
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLargeError(_too_large(int(declared), limit))
     chunks: list[bytes] = []
@@ -57,12 +73,32 @@ async def read_json(request: Request, limit: int) -> tuple[dict[str, Any], int]:
             raise PayloadTooLargeError(_too_large(size, limit, at_least=True))
         chunks.append(chunk)
     body = b"".join(chunks)
+    if header_length is None:
+        return body, None
+    if not header_length.isdigit() or int(header_length) > len(body):
+        raise InvalidInputError(
+            f"Inference-Header-Content-Length is {header_length[:40]!r}; it must be the "
+            f"length in bytes of the JSON header at the start of the body ({len(body)} bytes)"
+        )
+    return body, int(header_length)
+
+
+async def json_object(body: bytes) -> dict[str, Any]:
+    """`body` parsed as a JSON object (on a worker thread when it is large).
+
+    Raises:
+        InvalidInputError: No body, malformed JSON, or not an object.
+    """
     if not body.strip():
         raise InvalidInputError("the request has no body: send a JSON object")
-    parsed = await anyio.to_thread.run_sync(_parse, body) if size > OFFLOAD_BYTES else _parse(body)
+    parsed = (
+        await anyio.to_thread.run_sync(parse_json, body)
+        if len(body) > OFFLOAD_BYTES
+        else parse_json(body)
+    )
     if not isinstance(parsed, dict):
         raise InvalidInputError(f"the body must be a JSON object, got a JSON {_kind(parsed)}")
-    return parsed, size
+    return parsed
 
 
 def header(request: Request, name: bytes) -> str | None:
@@ -78,11 +114,18 @@ def json_response(
     payload: Any, *, status: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
     """`payload` as compact JSON (NaN and infinities as null: JSON has no such numbers)."""
+    return Response(
+        json_bytes(payload), status_code=status, headers=headers, media_type="application/json"
+    )
+
+
+def json_bytes(payload: Any) -> bytes:
+    """`payload` as compact JSON in UTF-8 (NaN and infinities as null)."""
     try:
         text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
     except ValueError:
         text = json.dumps(_finite(payload), separators=(",", ":"))
-    return Response(text, status_code=status, headers=headers, media_type="application/json")
+    return text.encode("utf-8")
 
 
 def error_response(error: ProtocolError) -> Response:
@@ -91,7 +134,12 @@ def error_response(error: ProtocolError) -> Response:
     return json_response({"error": str(error)}, status=error.status, headers=headers)
 
 
-def _parse(body: bytes) -> Any:
+def parse_json(body: bytes) -> Any:
+    """`body` as JSON (any value).
+
+    Raises:
+        InvalidInputError: Not UTF-8, or malformed JSON (where, said).
+    """
     # orjson reads an integer beyond 64 bits as a float, where `json` keeps the integer (and
     # the tensor checks then name it): such bodies (19 digits in a row) go to `json`.
     if _orjson is not None and not _LONG_NUMBER.search(body):

@@ -3,9 +3,11 @@ a bare 500, a traceback or FastAPI's 422."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from headwater.serving.app import create_app
@@ -268,16 +270,65 @@ async def test_a_streamed_body_too_large_is_413(xgboost_model: Callable[..., str
     _error(answer, 413, "the body is more than", "at most 1000 bytes")
 
 
-async def test_binary_tensor_extension_is_refused_by_name(
+def _binary(header: dict[str, Any], data: bytes, length: int | None = None) -> dict[str, Any]:
+    """A binary-extension request: `header` as JSON, then `data`; its header length given
+    (default: the JSON's)."""
+    text = json.dumps(header).encode()
+    size = len(text) if length is None else length
+    return {"content": text + data, "headers": {"inference-header-content-length": str(size)}}
+
+
+SIZED = {**GOOD, "parameters": {"binary_data_size": 16}}
+del SIZED["data"]
+FOUR = np.ones(4, dtype="<f4").tobytes()
+
+
+@pytest.mark.parametrize(
+    ("path", "request_", "fragments"),
+    [
+        ("/v2/models/churn/infer", _binary({"inputs": [SIZED]}, FOUR[:8]), ["only 8 bytes"]),
+        ("/v2/models/churn/infer", _binary({"inputs": [SIZED]}, FOUR * 2), ["16 bytes", "past"]),
+        ("/v2/models/churn/infer", {"json": {"inputs": [SIZED]}}, ["no Inference-Header"]),
+        ("/v2/models/churn/infer", _binary({"inputs": [SIZED]}, FOUR, 0), ["raw binary"]),
+        ("/v2/models/churn/infer", _binary({"inputs": [SIZED]}, FOUR, 9999), ["the length"]),
+        (
+            "/v2/models/churn/infer",
+            _binary({"inputs": [{**SIZED, "parameters": {"binary_data_size": "16"}}]}, FOUR),
+            ["binary_data_size '16'"],
+        ),
+        (
+            "/v2/models/churn/infer",
+            _binary({"inputs": [{**SIZED, "datatype": "FP64"}]}, FOUR),
+            ["16 bytes of binary data", "takes 32"],
+        ),
+        (
+            "/v2/models/churn/infer",
+            _binary({"inputs": [SIZED], "parameters": {"binary_data_output": 1}}, FOUR),
+            ["binary_data_output must be true or false"],
+        ),
+        ("/v1/models/churn:predict", _binary({"instances": [[1, 2, 3, 4]]}, b""), ["V2"]),
+    ],
+    ids=[
+        "short",
+        "left-over",
+        "no-header",
+        "raw-request",
+        "header-past-body",
+        "size-not-int",
+        "size-not-shape",
+        "flag-not-bool",
+        "v1",
+    ],
+)
+async def test_malformed_binary_tensor_requests_say_what_is_wrong(
     xgboost_model: Callable[..., str],
+    path: str,
+    request_: dict[str, Any],
+    fragments: list[str],
 ) -> None:
-    header = {"inference-header-content-length": "10"}
-    sized = {"inputs": [{**GOOD, "parameters": {"binary_data_size": 16}}]}
     async with client(create_app([xgboost_model()])) as c:
-        by_header = await c.post("/v2/models/churn/infer", content=b"{}" * 10, headers=header)
-        by_parameter = await c.post("/v2/models/churn/infer", json=sized)
-    _error(by_header, 400, "binary tensor data", "binary_data=False")
-    _error(by_parameter, 400, "binary tensor data")
+        answer = await c.post(path, **request_)
+    _error(answer, 400, *fragments)
 
 
 async def test_a_model_rejecting_its_input_is_400_and_a_crash_is_a_json_500(

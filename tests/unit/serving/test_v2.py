@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 VERSION = "x-headwater-model-version"
 
 
-async def test_server_metadata_declares_the_explain_extension(
+async def test_server_metadata_declares_its_extensions(
     xgboost_model: Callable[..., str],
 ) -> None:
     async with client(create_app([xgboost_model()])) as c:
@@ -25,16 +25,41 @@ async def test_server_metadata_declares_the_explain_extension(
     assert answer.status_code == 200
     found = answer.json()
     assert found["name"] == "headwater" and isinstance(found["version"], str)
-    assert found["extensions"] == ["explain"]
+    assert found["extensions"] == [
+        "explain",
+        "model_configuration",
+        "statistics",
+        "binary_tensor_data",
+    ]
 
 
-@pytest.mark.parametrize("path", ["/v2/health/live", "/v2/health/ready", "/v2/models/churn/ready"])
-async def test_health_is_the_status_with_an_empty_body(
-    xgboost_model: Callable[..., str], path: str
+# KServe's server answers these bodies (kserve/kserve python/kserve/kserve/protocol/rest/
+# v2_endpoints.py `live`, `ready`, `model_ready`; server.py routes `/` to `dataplane.live`),
+# and its client reads them (inference_client.py `InferenceRESTClient.is_server_live`:
+# `response.json().get("live")`, or for V1 `response.json().get("status").lower() ==
+# "alive"` from `GET /`; `is_server_ready`: `.get("ready")`). The spec's empty body made
+# both clients' calls fail with a JSON decode error.
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v2/health/live", {"live": True}),
+        ("/v2/health/ready", {"ready": True}),
+        ("/v2/models/churn/ready", {"name": "churn", "ready": True}),
+        ("/v2/models/churn/versions/1/ready", {"name": "churn", "ready": True}),
+        ("/", {"status": "alive"}),
+    ],
+    ids=["live", "ready", "model-ready", "version-ready", "v1-live"],
+)
+async def test_health_answers_kserves_bodies(
+    xgboost_model: Callable[..., str], path: str, body: dict[str, Any]
 ) -> None:
-    async with client(create_app([xgboost_model()])) as c:
-        answer = await c.get(path)
-    assert answer.status_code == 200 and answer.content == b""
+    async with client(create_app([xgboost_model()], token="s3cret")) as c:
+        answer = await c.get(path, headers={"authorization": "Bearer s3cret"})
+        anonymous = await c.get(path)
+    assert answer.status_code == 200 and answer.json() == body
+    assert answer.headers["content-type"] == "application/json"
+    probe = path in ("/", "/v2/health/live", "/v2/health/ready")
+    assert anonymous.status_code == (200 if probe else 401)
 
 
 def _expected_metadata(kind: str) -> dict[str, Any]:
@@ -192,7 +217,7 @@ async def test_versioned_routes_serve_that_version(xgboost_model: Callable[..., 
         infer = await c.post("/v2/models/churn/versions/1/infer", json=body)
         ready = await c.get("/v2/models/churn/versions/1/ready")
     assert infer.status_code == 200 and infer.json()["model_version"] == "1"
-    assert ready.status_code == 200 and ready.content == b""
+    assert ready.status_code == 200 and ready.json() == {"name": "churn", "ready": True}
     assert infer.headers[VERSION] == ready.headers[VERSION] == "1"
 
 

@@ -26,7 +26,7 @@ orjson = pytest.importorskip("orjson")
     ],
 )
 def test_bodies_parse_as_json_parses_them(body: bytes) -> None:
-    got = wire._parse(body)
+    got = wire.parse_json(body)
     expected = json.loads(body)
     assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
 
@@ -51,4 +51,4 @@ def test_orjson_is_the_fast_path() -> None:
 )
 def test_bad_bodies_say_what_json_says(body: bytes, said: str) -> None:
     with pytest.raises(InvalidInputError, match=said):
-        wire._parse(body)
+        wire.parse_json(body)

@@ -1,0 +1,81 @@
+"""Other people's clients against a real `headwater serve`: Triton's (`tritonclient[http]`)
+with its defaults, binary tensors included, and its model configuration, statistics and
+repository index calls. One server for the module.
+
+KServe's client (`kserve`) is not installed for tests (ADR 21): what it sends and reads is
+tested in-process (tests/unit/serving/test_binary.py, test_v2.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_harness import Cli
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+xgb = pytest.importorskip("xgboost")
+triton = pytest.importorskip("tritonclient.http")
+
+import numpy as np  # noqa: E402
+from test_serve_cli import FEATURES, save_booster, serving  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A server of one booster, `churn`: its URL and the booster's file."""
+    root = tmp_path_factory.mktemp("clients")
+    (root / "cwd").mkdir()
+    env = {**os.environ, "HEADWATER_HOME": str(root / "home")}
+    model = save_booster(root / "artifact")
+    with serving(Cli(root / "home", root / "cwd", env), f"churn={model}") as (url, _):
+        yield url, model / "model.ubj"
+
+
+@pytest.fixture
+def tritonclient(served: tuple[str, Path]) -> Iterator[Any]:
+    """Triton's HTTP client of the module's server."""
+    client = triton.InferenceServerClient(url=served[0].removeprefix("http://"))
+    yield client
+    client.close()
+
+
+def test_tritonclient_infers_with_its_defaults(tritonclient: Any, served: tuple[str, Path]) -> None:
+    client = tritonclient
+    x = np.random.default_rng(4).normal(size=(3, 4)).astype(np.float32)
+    tensor = triton.InferInput("input-0", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)  # binary_data=True: the Triton binary extension
+    named = client.infer("churn", [tensor], outputs=[triton.InferRequestedOutput("predict")])
+    unnamed = client.infer("churn", [tensor], request_id="t2")  # every output, as binary
+    expected = xgb.Booster(model_file=str(served[1])).predict(
+        xgb.DMatrix(x, feature_names=FEATURES)
+    )
+    for result in (named, unnamed):
+        np.testing.assert_array_equal(result.as_numpy("predict"), expected)
+    response = unnamed.get_response()
+    assert response["id"] == "t2" and response["model_version"] == "1"
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("churn")
+
+
+def test_tritonclient_reads_config_stats_and_index(tritonclient: Any) -> None:
+    client = tritonclient
+    assert "binary_tensor_data" in client.get_server_metadata()["extensions"]
+    config = client.get_model_config("churn")
+    assert config["platform"] == "xgboost" and config["max_batch_size"] == 0
+    assert config["input"] == [{"name": "input-0", "data_type": "TYPE_FP32", "dims": [-1, 4]}]
+    x = np.zeros((1, 4), dtype=np.float32)
+    tensor = triton.InferInput("input-0", [1, 4], "FP32")
+    tensor.set_data_from_numpy(x)
+    before = client.get_inference_statistics("churn")["model_stats"][0]["inference_count"]
+    client.infer("churn", [tensor])
+    [stat] = client.get_inference_statistics("churn", "1")["model_stats"]
+    assert stat["name"] == "churn" and stat["inference_count"] == before + 1
+    assert client.get_model_repository_index() == [
+        {"name": "churn", "version": "1", "state": "READY", "reason": ""}
+    ]
