@@ -1,12 +1,14 @@
 """Other people's clients against a real `headwater serve`: Triton's (`tritonclient[http]`)
 with its defaults, binary tensors included, and its model configuration, statistics and
-repository index calls. One server for the module.
+repository index calls; KServe's (`kserve.InferenceRESTClient`, both protocols): health,
+readiness, V1 predict and explain, V2 infer. One server for the module.
 
-KServe's client (`kserve`) is not installed for tests (ADR 21): what it sends and reads is
-tested in-process (tests/unit/serving/test_binary.py, test_v2.py)."""
+`kserve` is installed without its dependencies by `make` (ADR 21): its pins would
+downgrade pandas and psutil, and its client needs none of what they guard."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 xgb = pytest.importorskip("xgboost")
 triton = pytest.importorskip("tritonclient.http")
+kserve = pytest.importorskip("kserve")
 
 import numpy as np  # noqa: E402
 from test_serve_cli import FEATURES, save_booster, serving  # noqa: E402
@@ -79,3 +82,55 @@ def test_tritonclient_reads_config_stats_and_index(tritonclient: Any) -> None:
     assert client.get_model_repository_index() == [
         {"name": "churn", "version": "1", "state": "READY", "reason": ""}
     ]
+
+
+def kserve_call(protocol: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    """One call of KServe's async REST client (a fresh one each time, as a script would)."""
+
+    async def call() -> Any:
+        client = kserve.InferenceRESTClient(kserve.RESTConfig(protocol=protocol, retries=0))
+        try:
+            return await getattr(client, method)(*args, **kwargs)
+        finally:
+            await client.close()
+
+    return asyncio.run(call())
+
+
+def test_kserve_client_health_calls(served: tuple[str, Path]) -> None:
+    url = served[0]
+    assert kserve_call("v1", "is_server_live", url) is True  # GET / -> {"status": "alive"}
+    assert kserve_call("v2", "is_server_live", url) is True
+    assert kserve_call("v2", "is_server_ready", url) is True
+    for protocol in ("v1", "v2"):
+        assert kserve_call(protocol, "is_model_ready", url, "churn") is True
+
+
+def test_kserve_client_v1_predict_and_explain(served: tuple[str, Path]) -> None:
+    url, model = served
+    x = np.random.default_rng(5).normal(size=(2, 4)).astype(np.float32)
+    expected = xgb.Booster(model_file=str(model)).predict(xgb.DMatrix(x, feature_names=FEATURES))
+    headers: dict[str, str] = {}
+    answer = kserve_call(
+        "v1", "infer", url, {"instances": x.tolist()}, "churn", response_headers=headers
+    )
+    np.testing.assert_allclose(answer["predictions"], expected, rtol=1e-6)
+    assert headers["x-headwater-model-version"] == "1"
+    explained = kserve_call("v1", "explain", url, "churn", {"instances": x.tolist()})
+    assert len(explained["explanations"]) == 2
+
+
+def test_kserve_client_v2_infer(served: tuple[str, Path]) -> None:
+    url, model = served
+    x = np.random.default_rng(6).normal(size=(3, 4)).astype(np.float32)
+    tensor = kserve.InferInput("input-0", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    request = kserve.InferRequest(model_name="churn", infer_inputs=[tensor], request_id="k1")
+    answer = kserve_call("v2", "infer", url, request, "churn")
+    expected = xgb.Booster(model_file=str(model)).predict(xgb.DMatrix(x, feature_names=FEATURES))
+    [output] = answer.outputs
+    np.testing.assert_array_equal(output.as_numpy(), expected)
+    assert answer.id == "k1" and answer.model_name == "churn"
+    with pytest.raises(Exception, match="400") as error:
+        kserve_call("v2", "infer", url, {"inputs": "not a list"}, "churn")
+    assert "inputs" in str(error.value.response.text)
