@@ -1,5 +1,6 @@
 """The JSON API under `/api/v1`: runs (list, show, graph, start, delete), tasks' logs,
-artifacts with previews and profiler traces, lineage, comparison and the model registry."""
+artifacts with previews and profiler traces, lineage, comparison, and the model registry
+(list, change a version's stage)."""
 
 from __future__ import annotations
 
@@ -191,6 +192,24 @@ def list_models(request: Request, name: str | None = None) -> dict[str, Any]:
     """Models by name, each with its versions newest first (stage, metrics, URI, the run that
     registered it) and the version in production."""
     return data.models_view(metadata=_store(request), name=name)
+
+
+class StageChange(BaseModel):
+    """The stage to move a model version to: none, staging or production."""
+
+    stage: str = Field(..., description="none, staging or production (any case)")
+
+
+@router.post(
+    "/models/{name:path}/versions/{version}/stage", summary="Move a model version to a stage"
+)
+def change_stage(request: Request, name: str, version: int, body: StageChange) -> dict[str, Any]:
+    """`{"model", "demoted"}`: the version in its new stage, and the version that left
+    production for it (to production only; at most one version of a name is there). A stage
+    that does not exist is a 400, a model or version that does not exist a 404."""
+    from headwater.api.models import promote_model
+
+    return promote_model(name, version, body.stage, metadata=_store(request)).to_json()
 
 
 @router.get("/endpoints", summary="Model servers deployed by deploy_model, and their state")

@@ -1,6 +1,7 @@
 """The HTML pages: Runs, Start a run, Run, Artifact, Compare, Models. Server-rendered with Jinja2
-(autoescaped); `static/app.js` adds deleting, the task panel and live updates, and
-`static/launch.js` posts the Start a run form."""
+(autoescaped). `static/app.js` adds deleting, the task panel and live updates;
+`static/launch.js` posts the Start a run form; `static/runs.js` chooses the runs table's
+columns; `static/models.js` changes a model version's stage."""
 
 from __future__ import annotations
 
@@ -146,4 +147,6 @@ def compare_page(request: Request, runs: str = "") -> str:
 @router.get("/models", response_class=HTMLResponse)
 def models_page(request: Request, name: str = "") -> str:
     view = data.models_view(metadata=_store(request), name=name)
-    return render("models.html", view=view, name=name, title="Models")
+    from headwater.metadata.base import MODEL_STAGES
+
+    return render("models.html", view=view, name=name, stages=MODEL_STAGES, title="Models")
