@@ -33,8 +33,11 @@ def list_runs(
         None, description="a run id prefix, or part of the pipeline name or state (any case)"
     ),
 ) -> dict[str, Any]:
-    """Runs with run_id, pipeline, state, times, duration_s and metrics; `next_offset` is the
-    offset of the next page, or null on the last."""
+    """Runs with run_id, pipeline, state, times, duration_s, metrics, `executor` (the
+    executors its tasks ran on), `cached` (every task a cache hit) and `tasks`; `next_offset`
+    is the offset of the next page, or null on the last. `pipelines` and `metrics` are those
+    of the page, `columns` the metrics its table shows by default (one pipeline: all of its
+    own; several: those every one of them logs, at most 4)."""
     return data.runs_page(
         metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q
     )
