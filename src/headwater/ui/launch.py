@@ -89,7 +89,9 @@ def _declared(default: Any, parameter_type: str, name: str) -> Any:
     from headwater.spec.types import coerce, protojson
 
     try:
-        return coerce(protojson(default), parameter_type, name=name, what="the default of")
+        return coerce(
+            protojson(default), parameter_type, name=name, what="the default of parameter"
+        )
     except ParameterError:
         return default  # the loader checked it; an unknown type shows as stored
 
