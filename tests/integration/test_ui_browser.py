@@ -324,3 +324,124 @@ def test_an_html_report_shows_its_inline_image_and_a_digits_matrix_draws(
     row.locator("a").first.click()
     expect(page.locator("svg.confusion rect")).to_have_count(9, timeout=TIMEOUT_MS)
     expect(page.locator(".plots p")).to_contain_text("No ROC curve", timeout=TIMEOUT_MS)
+
+
+UI_WIDE = UI_LOOPS.with_name("ui_wide.py")
+
+
+@pytest.fixture(scope="module")
+def wide_runs(headwater_home: Cli, runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two runs of ui_wide (26 metrics, beside ui_roc's one): the second all cached."""
+    first = run_ok(headwater_home("run", str(UI_WIDE), "--json"))
+    again = run_ok(headwater_home("run", str(UI_WIDE), "--json"))
+    assert [t["cached"] for t in again["tasks"]] == [True], again
+    return [first, again]
+
+
+def widths(page: Any) -> dict[str, float]:
+    """The document's width, the viewport's, and the runs table's and its scroller's."""
+    return dict(
+        page.evaluate(
+            """() => {
+              const scroller = document.querySelector(".table-scroll");
+              return {doc: document.documentElement.scrollWidth, view: window.innerWidth,
+                      right: scroller.getBoundingClientRect().right,
+                      table: document.querySelector("table.runs").scrollWidth,
+                      box: scroller.clientWidth};
+            }"""
+        )
+    )
+
+
+def shown_headings(page: Any) -> list[str]:
+    return [t.strip() for t in page.locator("table.runs thead th:visible").all_inner_texts()]
+
+
+def test_runs_table_fits_the_window_and_remembers_its_columns(
+    page: Any, runs: dict[str, dict[str, Any]], wide_runs: list[dict[str, Any]]
+) -> None:
+    first, again = (r["run_id"] for r in wide_runs)
+    page.goto("/")
+    expect(page.locator(f'tr[data-run="{again}"] .cached-mark')).to_have_text("all cached")
+    expect(page.locator(f'tr[data-run="{first}"] .cached-mark')).to_have_count(0)
+    expect(page.locator(f'tr[data-run="{first}"] td[data-col="executor"]')).to_have_text("local")
+    # Two pipelines: only the metric both log is a column, and the table fits the window.
+    assert "accuracy" in shown_headings(page) and "samples" not in shown_headings(page)
+    size = widths(page)
+    assert size["doc"] <= size["view"] and size["table"] <= size["box"], size
+
+    chooser = page.locator("details#columns")
+    chooser.locator("summary").click()
+    chooser.locator('input[data-col="metric:samples"]').check()
+    chooser.locator('input[data-col="created"]').uncheck()
+    samples = page.locator(f'tr[data-run="{first}"] td[data-col="metric:samples"]')
+    expect(samples).to_have_text("99,510")
+    expect(page.locator('th[data-col="created"]')).to_be_hidden()
+    screenshot(page, "runs-table")
+    # Remembered for "all pipelines" across page loads.
+    page.reload()
+    expect(samples).to_be_visible()
+    expect(page.locator('th[data-col="created"]')).to_be_hidden()
+    saved = page.evaluate("() => localStorage.getItem('headwater.runs.columns:*')")
+    assert json.loads(saved) == {"on": ["metric:samples"], "off": ["created"]}
+
+    # Every column on: the table scrolls in its box, the page stays as wide as the window.
+    page.locator("details#columns summary").click()
+    for box in page.locator("details#columns input[data-col]").all():
+        box.check()
+    size = widths(page)
+    assert size["table"] > size["box"] and size["doc"] <= size["view"], size
+    page.locator("#columns-reset").click()
+    expect(samples).to_be_hidden()
+    expect(page.locator('th[data-col="created"]')).to_be_visible()
+    assert page.evaluate("() => localStorage.getItem('headwater.runs.columns:*')") is None
+
+    # One pipeline: its own metrics, readable, chosen apart from the all-pipelines choice.
+    page.goto("/?pipeline=ui-wide")
+    expect(page.locator(f'tr[data-run="{first}"] td[data-col="metric:samples"]')).to_be_visible()
+    row = page.locator(f'tr[data-run="{first}"]')
+    expect(row.locator('td[data-col="metric:learning_rate"]')).to_have_text("1.2e-05")
+    expect(row.locator('td[data-col="metric:accuracy"]')).to_have_text("0.8734")
+    assert len([h for h in shown_headings(page) if h]) == 6 + 26  # run .. executor, metrics
+    assert widths(page)["doc"] <= widths(page)["view"]
+
+
+def test_promote_a_model_from_the_models_page(page: Any, headwater_home: Cli) -> None:
+    import headwater
+
+    store = f"sqlite:///{headwater_home.home / 'metadata.db'}"
+    for i, accuracy in enumerate((0.8734, 0.91, 0.9), start=1):
+        metrics = {"accuracy": accuracy, "samples": 99510.0}
+        headwater.register_model("digits", f"/models/d{i}", metrics=metrics, metadata=store)
+    headwater.promote_model("digits", 1, "production", metadata=store)
+    page.goto("/models?name=digits")
+    section = page.locator('section.model[data-model="digits"]')
+    expect(section.locator("h2 small")).to_have_text("production: v1")
+    row = section.locator('tr[data-version="2"]')
+    expect(row.locator("td.metric").last).to_have_text("99,510")
+    row.get_by_role("button", name="Promote").click()
+    expect(section.locator("h2 small")).to_have_text("production: v2")
+    expect(row.locator("span.stage")).to_have_text("production")
+    expect(section.locator('tr[data-version="1"] span.stage')).to_have_text("none")
+    # Change a stage with the menu; a refused change says why in the row.
+    other = section.locator('tr[data-version="3"]')
+    other.locator("select").select_option("staging")
+    other.get_by_role("button", name="Set").click()
+    expect(section.locator('tr[data-version="3"] span.stage')).to_have_text("staging")
+    screenshot(page, "models-page")
+    assert headwater.get_model("digits", 2, metadata=store).stage == "production"
+    headwater.promote_model("digits", 3, "none", metadata=store)
+    page.evaluate(
+        "() => { const o = document.createElement('option'); o.textContent = 'gold';"
+        " document.querySelector('tr[data-version=\"1\"] select').append(o); }"
+    )
+    first = section.locator('tr[data-version="1"]')
+    first.locator("select").select_option("gold")
+    first.get_by_role("button", name="Set").click()
+    expect(first.locator(".stage-error")).to_contain_text("model stage 'gold' does not exist")
+
+
+def test_start_a_run_shows_an_integer_default_as_declared(page: Any) -> None:
+    page.goto(f"/runs/new?path={pipeline('ui_roc')}")
+    expect(page.locator("#p-count")).to_have_value("20")  # `count: int = 20`, not 20.0
+    expect(page.locator("#p-shift")).to_have_value("0.1")

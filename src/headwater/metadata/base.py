@@ -23,6 +23,7 @@ only talks to this interface (see `headwater.metadata.sql.SqlMetadataStore`).
 from __future__ import annotations
 
 import abc
+import collections
 import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -101,6 +102,15 @@ class ExecutionRecord:
     #: Which executor ran it ("local", "dask") and which worker; None when it did not run.
     executor: str | None = None
     worker: str | None = None
+
+
+@dataclass
+class TaskCounts:
+    """How many of a run's executions are in each state, and the executors that ran them."""
+
+    states: dict[str, int] = field(default_factory=dict)
+    #: The distinct executors named by its executions ("dask", "local"), sorted.
+    executors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -295,6 +305,18 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def list_executions(self, run_id: str) -> list[ExecutionRecord]:
         """A run's executions in start order."""
+
+    def task_counts(self, run_ids: list[str]) -> dict[str, TaskCounts]:
+        """`TaskCounts` of each run in `run_ids` that has executions (for a page of runs);
+        backends may answer in one query."""
+        found: dict[str, TaskCounts] = {}
+        for run_id in run_ids:
+            executions = self.list_executions(run_id)
+            if executions:
+                states = collections.Counter(e.state for e in executions)
+                executors = sorted({e.executor for e in executions if e.executor})
+                found[run_id] = TaskCounts(dict(states), executors)
+        return found
 
     @abc.abstractmethod
     def get_execution(self, execution_id: int) -> ExecutionRecord | None:

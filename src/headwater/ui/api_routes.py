@@ -1,5 +1,6 @@
 """The JSON API under `/api/v1`: runs (list, show, graph, start, delete), tasks' logs,
-artifacts with previews and profiler traces, lineage, comparison and the model registry."""
+artifacts with previews and profiler traces, lineage, comparison, and the model registry
+(list, change a version's stage)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,11 @@ def list_runs(
         None, description="a run id prefix, or part of the pipeline name or state (any case)"
     ),
 ) -> dict[str, Any]:
-    """Runs with run_id, pipeline, state, times, duration_s and metrics; `next_offset` is the
-    offset of the next page, or null on the last."""
+    """Runs with run_id, pipeline, state, times, duration_s, metrics, `executor` (the
+    executors its tasks ran on), `cached` (every task a cache hit) and `tasks`; `next_offset`
+    is the offset of the next page, or null on the last. `pipelines` and `metrics` are those
+    of the page, `columns` the metrics its table shows by default (one pipeline: all of its
+    own; several: those every one of them logs, at most 4)."""
     return data.runs_page(
         metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q
     )
@@ -191,6 +195,24 @@ def list_models(request: Request, name: str | None = None) -> dict[str, Any]:
     """Models by name, each with its versions newest first (stage, metrics, URI, the run that
     registered it) and the version in production."""
     return data.models_view(metadata=_store(request), name=name)
+
+
+class StageChange(BaseModel):
+    """The stage to move a model version to: none, staging or production."""
+
+    stage: str = Field(..., description="none, staging or production (any case)")
+
+
+@router.post(
+    "/models/{name:path}/versions/{version}/stage", summary="Move a model version to a stage"
+)
+def change_stage(request: Request, name: str, version: int, body: StageChange) -> dict[str, Any]:
+    """`{"model", "demoted"}`: the version in its new stage, and the version that left
+    production for it (to production only; at most one version of a name is there). A stage
+    that does not exist is a 400, a model or version that does not exist a 404."""
+    from headwater.api.models import promote_model
+
+    return promote_model(name, version, body.stage, metadata=_store(request)).to_json()
 
 
 @router.get("/endpoints", summary="Model servers deployed by deploy_model, and their state")

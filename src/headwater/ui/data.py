@@ -41,30 +41,44 @@ def runs_page(
     state: str | None = None,
     q: str | None = None,
 ) -> dict[str, Any]:
-    """A page of runs, newest first: `{"runs", "limit", "offset", "next_offset", "metrics"}`.
+    """A page of runs, newest first: `{"runs", "limit", "offset", "next_offset", "pipelines",
+    "metrics", "columns"}`.
+
+    Each run has `duration_s`, `cached` (every task a cache hit), `executor` and `tasks` (see
+    `headwater.ui.tables.task_summary`). `metrics` is every metric the page's runs logged,
+    `columns` those shown by default (`headwater.ui.tables.metric_columns`).
 
     This is one store query of `limit + 1` rows (the extra one says whether a next page
-    exists). `q` matches a run id prefix or part of the pipeline name or state, ignoring
-    case, in that query.
+    exists) and one of the page's task counts. `q` matches a run id prefix or part of the
+    pipeline name or state, ignoring case, in that query.
     """
+    from headwater.api._store import reading
+    from headwater.ui.tables import metric_columns, task_summary
+
     if not 1 <= limit <= 500:
         raise InvalidArgumentError(f"limit must be from 1 to 500, got {limit}")
-    found = list_runs(
-        pipeline=pipeline or None,
-        state=state or None,
-        limit=limit + 1,
-        offset=offset,
-        text=q,
-        metadata=metadata,
-    )
-    page = found[:limit]
-    metrics = sorted({k for r in page for k in r.metrics})
+    with reading(metadata) as store:
+        if store is None:
+            found, counts = [], {}
+        else:
+            found = list_runs(
+                pipeline=pipeline or None,
+                state=state or None,
+                limit=limit + 1,
+                offset=offset,
+                text=q,
+                metadata=store,
+            )
+            counts = store.task_counts([r.run_id for r in found[:limit]])
+    page = [
+        {**run_json(r), **task_summary(counts.get(r.run_id), state=r.state)} for r in found[:limit]
+    ]
     return {
-        "runs": [run_json(r) for r in page],
+        "runs": page,
         "limit": limit,
         "offset": offset,
         "next_offset": offset + limit if len(found) > limit else None,
-        "metrics": metrics,
+        **metric_columns(page),
     }
 
 

@@ -60,7 +60,7 @@ def pipeline_form(path: str, *, pipeline_name: str | None = None) -> dict[str, A
 
     Returns:
         `{"path", "pipeline", "parameters": [{"name", "type", "kind", "required", "default"}]}`
-        where `kind` is int, float, bool, str, list or dict.
+        where `kind` is int, float, bool, str, list or dict, and `default` is of that kind.
 
     Raises:
         UserError: The pipeline cannot be loaded (`PipelineLoadError`, `PipelineSpecError`).
@@ -74,11 +74,26 @@ def pipeline_form(path: str, *, pipeline_name: str | None = None) -> dict[str, A
             "type": p.type,
             "kind": FIELD_KINDS.get(p.type, "str"),
             "required": not (p.has_default or p.optional),
-            "default": p.default if p.has_default else None,
+            "default": _declared(p.default, p.type, p.name) if p.has_default else None,
         }
         for p in ir.root.interface.input_parameters.values()
     ]
     return {"path": path, "pipeline": ir.name, "parameters": fields}
+
+
+def _declared(default: Any, parameter_type: str, name: str) -> Any:
+    """A default as the pipeline declared it: the IR keeps every number as a double
+    (`rounds: int = 100` compiles to `100.0`), so it is coerced to the declared type, as the
+    engine does when a run uses it (`[1.0, 2.0]` in a list becomes `[1, 2]`)."""
+    from headwater.errors import ParameterError
+    from headwater.spec.types import coerce, protojson
+
+    try:
+        return coerce(
+            protojson(default), parameter_type, name=name, what="the default of parameter"
+        )
+    except ParameterError:
+        return default  # the loader checked it; an unknown type shows as stored
 
 
 def launch(

@@ -1,6 +1,7 @@
 """The HTML pages: Runs, Start a run, Run, Artifact, Compare, Models. Server-rendered with Jinja2
-(autoescaped); `static/app.js` adds deleting, the task panel and live updates, and
-`static/launch.js` posts the Start a run form."""
+(autoescaped). `static/app.js` adds deleting, the task panel and live updates;
+`static/launch.js` posts the Start a run form; `static/runs.js` chooses the runs table's
+columns; `static/models.js` changes a model version's stage."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from fastapi.responses import HTMLResponse
 
 from headwater.ui import data
 from headwater.ui.groups import ITERATIONS_SHOWN
+from headwater.ui.tables import format_number
 
 router = APIRouter(include_in_schema=False)
 
 STATES = ("RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED")
+#: The runs table's columns besides its metrics that the reader may hide: (key, heading).
+RUN_COLUMNS = (("created", "Created"), ("duration", "Duration"), ("executor", "Executor"))
 
 
 @functools.cache
@@ -30,12 +34,15 @@ def _env() -> Any:
     )
     env.filters["q"] = lambda s: quote(str(s), safe="")
     env.filters["num"] = _num
+    env.filters["metric"] = format_number
     return env
 
 
 def _num(value: Any) -> str:
+    """A cell of any table: floats as `format_number` writes them, anything else as is (an
+    integer column of years or ids keeps its digits ungrouped)."""
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return format_number(value)
     return "" if value is None else str(value)
 
 
@@ -62,7 +69,9 @@ def runs_page(
         metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q
     )
     base = {"limit": limit, "pipeline": pipeline, "state": state, "q": q}
-    return render("runs.html", page=page, states=STATES, filters=base, title="Runs")
+    return render(
+        "runs.html", page=page, states=STATES, filters=base, optional=RUN_COLUMNS, title="Runs"
+    )
 
 
 @router.get("/runs/new", response_class=HTMLResponse)
@@ -138,4 +147,6 @@ def compare_page(request: Request, runs: str = "") -> str:
 @router.get("/models", response_class=HTMLResponse)
 def models_page(request: Request, name: str = "") -> str:
     view = data.models_view(metadata=_store(request), name=name)
-    return render("models.html", view=view, name=name, title="Models")
+    from headwater.metadata.base import MODEL_STAGES
+
+    return render("models.html", view=view, name=name, stages=MODEL_STAGES, title="Models")

@@ -3,6 +3,7 @@ pipeline run in this process."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,12 +44,19 @@ def test_the_form_is_typed_from_the_pipeline_parameters(home: Path) -> None:
         "name": ("str", False, "hello"),
         "items": ("list", False, [1, 2]),
         "options": ("dict", False, {"a": 1}),
+        "rounds": ("int", False, 100),
+        "scale": ("float", False, 2.0),
     }
+    # The IR keeps every number as a double; defaults are shown as the pipeline declares them.
+    assert isinstance(fields["rounds"][2], int) and isinstance(fields["scale"][2], float)
     page = call("GET", f"/runs/new?path={TYPED}").text
     assert 'data-kind="int"' in page and 'step="1"' in page and "required" in page
     assert 'data-kind="bool"' in page and " checked" in page
-    # The IR keeps list and dict defaults as protobuf Values: numbers come back as floats.
-    assert "[1.0, 2.0]" in page and "/static/launch.js" in page
+    assert re.search(r'id="p-rounds"[^>]*value="100"', page, re.S), page
+    assert re.search(r'id="p-scale"[^>]*value="2.0"', page, re.S)
+    assert re.search(r'id="p-name"[^>]*value="hello"', page, re.S)
+    assert "[1, 2]</textarea>" in page and '{"a": 1}</textarea>' in page
+    assert "/static/launch.js" in page
 
 
 def test_start_a_run_and_land_on_its_page(home: Path) -> None:
@@ -60,7 +68,7 @@ def test_start_a_run_and_land_on_its_page(home: Path) -> None:
     assert call("GET", f"/runs/{run_id}").status_code == 200  # visible at once
     run = finished(run_id)
     assert run.state == "SUCCEEDED"
-    assert run.parameters == {**params, "name": "hello"}
+    assert run.parameters == {**params, "name": "hello", "rounds": 100, "scale": 2.0}
     assert run.tasks[0].outputs["Output"] == "3 0.25 False hello ['x'] {'b': 2}"
 
 

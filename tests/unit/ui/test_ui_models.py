@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,73 @@ def test_endpoints_are_listed_with_their_state_and_marked_on_their_version(
     assert '<span class="state exited">exited</span>' in page
     assert "serving: churn-live" in page
     assert 'href="http://127.0.0.1:9001/v2/models/churn-live"' in page
+
+
+def test_promote_from_the_api_demotes_the_production_version(registry: Path) -> None:
+    done = call("POST", "/api/v1/models/churn/versions/1/stage", json={"stage": "Production"})
+    assert done.status_code == 200, done.text
+    assert done.json()["model"]["stage"] == "production"
+    assert [(m["version"], m["stage"]) for m in done.json()["demoted"]] == [(2, "none")]
+    assert headwater.get_model("churn", 1).stage == "production"
+    back = call("POST", "/api/v1/models/churn/versions/1/stage", json={"stage": "staging"})
+    assert back.json() == {**back.json(), "demoted": []}
+    assert headwater.get_model("churn", 1).stage == "staging"
+    # A name with a slash in it (sent encoded) is one name.
+    headwater.register_model("team/churn", "/models/t1")
+    slash = call("POST", "/api/v1/models/team%2Fchurn/versions/1/stage", json={"stage": "staging"})
+    assert slash.status_code == 200 and headwater.get_model("team/churn", 1).stage == "staging"
+
+
+#: Bad stage changes: (path after /models/, body, status, the error's start).
+BAD_CHANGES = [
+    ("churn/versions/1", {"stage": "prod"}, 400, "model stage 'prod' does not exist (stages:"),
+    ("churn/versions/1", {}, 400, "bad request: body.stage: Field required"),
+    ("churn/versions/1", {"stage": 3}, 400, "bad request: body.stage"),
+    ("churn/versions/one", {"stage": "none"}, 400, "bad request: path.version"),
+    ("churn/versions/0", {"stage": "none"}, 400, "model version must be"),
+    ("churn/versions/9", {"stage": "none"}, 404, "model 'churn' has no version 9 (registered"),
+    ("nope/versions/1", {"stage": "none"}, 404, "no model named 'nope'"),
+]
+
+
+def test_a_bad_stage_change_is_one_line_and_changes_nothing(registry: Path) -> None:
+    # One registry for every case: each setup migrates a new SQLite store (seconds on CI).
+    for path, body, code, message in BAD_CHANGES:
+        answer = call("POST", f"/api/v1/models/{path}/stage", json=body)
+        assert answer.status_code == code, (path, body, answer.text)
+        error = answer.json()["error"]
+        assert error.startswith(message), (path, body, error)
+        assert "\n" not in error
+    stages = [(m.version, m.stage) for m in headwater.list_models(name="churn")]
+    assert stages == [(3, "staging"), (2, "production"), (1, "none")]
+
+
+def test_a_stage_change_follows_the_token_and_browser_rules(registry: Path) -> None:
+    url = "/api/v1/models/churn/versions/1/stage"
+    body = '{"stage": "production"}'
+    json_type = {"Content-Type": "application/json"}
+    refused = [
+        call("POST", url, content=body, headers=json_type, token="s3cret").status_code,
+        call("POST", url, content=body, headers={"Content-Type": "text/plain"}).status_code,
+        call(
+            "POST", url, content=body, headers={**json_type, "Origin": "http://evil.example"}
+        ).status_code,
+        call("POST", url, content=body, headers={**json_type, "Host": "evil.example"}).status_code,
+    ]
+    assert refused == [401, 415, 403, 403]
+    assert headwater.get_model("churn", 1).stage == "none"
+    own = {**json_type, "Origin": "http://127.0.0.1:8080", "Cookie": "headwater_token=s3cret"}
+    ok = call("POST", url, content=body, headers=own, token="s3cret")
+    assert ok.status_code == 200, ok.text
+    assert headwater.get_model("churn", 1).stage == "production"
+
+
+def test_the_page_has_stage_controls_posted_by_models_js(registry: Path) -> None:
+    page = call("GET", "/models").text
+    assert '<script src="/static/models.js" defer></script>' in page
+    forms = re.findall(r'<form class="stage-form" data-model="([^"]*)" data-version="(\d+)"', page)
+    assert ("churn", "1") in forms and ("&lt;b&gt;odd&lt;/b&gt;", "1") in forms
+    assert page.count('class="promote"') == 3  # every version not in production
+    assert "<option selected>production</option>" in page
+    script = call("GET", "/static/models.js").text
+    assert '"Content-Type": "application/json"' in script and "/stage" in script

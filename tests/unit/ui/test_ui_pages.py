@@ -17,7 +17,7 @@ def test_runs_page_lists_runs_with_metric_columns_and_pages(store: Store) -> Non
     page = call("GET", "/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert page.text.count('<tr data-run="') == 3
-    assert '<th class="metric">accuracy</th>' in page.text
+    assert '<th class="metric" data-col="metric:accuracy">accuracy</th>' in page.text
     assert f'href="/runs/{store.failed}"' in page.text and 'class="delete"' in page.text
     first = call("GET", "/?limit=2")
     assert first.text.count('<tr data-run="') == 2 and "offset=2" in first.text

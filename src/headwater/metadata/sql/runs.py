@@ -5,10 +5,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 
 from headwater.errors import NotFoundError, RunClaimedError, UserError
-from headwater.metadata.base import ExecutionRecord, RunRecord
+from headwater.metadata.base import ExecutionRecord, RunRecord, TaskCounts
 from headwater.metadata.encoding import ir_digest
 from headwater.metadata.lite_sql import EXECUTION_FIELDS
 from headwater.metadata.queries import (
@@ -373,6 +383,34 @@ class RunRecords(SqlStoreBase):
             .order_by(EXECUTIONS.c.started_at.is_(None), EXECUTIONS.c.started_at, EXECUTIONS.c.id)
         )
         return self._db.transaction(lambda conn: [execution_record(r) for r in conn.execute(query)])
+
+    def task_counts(self, run_ids: list[str]) -> dict[str, TaskCounts]:
+        """`TaskCounts` of the runs that have executions, grouped in the database (the
+        `(run_id, task)` unique index finds each run's rows)."""
+
+        def read(conn: Connection) -> dict[str, TaskCounts]:
+            found: dict[str, TaskCounts] = {}
+            for chunk in chunks(run_ids):
+                query = (
+                    select(
+                        EXECUTIONS.c.run_id,
+                        EXECUTIONS.c.state,
+                        EXECUTIONS.c.executor,
+                        func.count().label("n"),
+                    )
+                    .where(EXECUTIONS.c.run_id.in_(chunk))
+                    .group_by(EXECUTIONS.c.run_id, EXECUTIONS.c.state, EXECUTIONS.c.executor)
+                )
+                for row in conn.execute(query):
+                    counts = found.setdefault(row.run_id, TaskCounts())
+                    counts.states[row.state] = counts.states.get(row.state, 0) + row.n
+                    if row.executor and row.executor not in counts.executors:
+                        counts.executors.append(row.executor)
+            for counts in found.values():
+                counts.executors.sort()
+            return found
+
+        return self._db.transaction(read)
 
     def get_execution(self, execution_id: int) -> ExecutionRecord | None:
         """One execution by id, or None."""

@@ -18,5 +18,7 @@ def typed_params(
     name: str = "hello",
     items: list = [1, 2],  # noqa: B006 - KFP reads defaults from the signature
     options: dict = {"a": 1},  # noqa: B006
+    rounds: int = 100,
+    scale: float = 2.0,
 ):
     echo(n=n, rate=rate, flag=flag, name=name, items=items, options=options)
