@@ -103,10 +103,10 @@ class XGBoostRuntime(ModelRuntime):
             return
         raw = self._transform.inputs
         model_features = self._transform.outputs
-        hint = (
-            f"raw rows of {len(raw)} features ({describe(raw)}), or rows of the model's "
-            f"{features} ({describe(model_features)})"
-        )
+        added = model_features[len(raw) :]
+        hint = f"raw rows of {len(raw)} features ({describe(raw)})"
+        if added:
+            hint += f", or rows of the model's {features} (the raw ones, then {', '.join(added)})"
         self.metadata = ModelMetadata(
             platform="xgboost",
             # Raw rows are what the model is declared to take; rows of its own features
