@@ -5,6 +5,12 @@ and writes its rows to the three split directories: memory per task stays near o
 whatever the partition size, and nothing is held between tasks. The split of a row depends only
 on `seed` and its position in the dataset, so it is the same on any cluster, any partitioning
 of the same rows, and on pandas or cuDF.
+
+What is done to a row (fill values, derived features) is also written, as a declarative
+`headwater.models.transform.Transform`, to `_transform.json` in each split's directory:
+`train_xgboost` stores it with the model, and the model server applies it to raw rows, so a
+served model answers the rows the pipeline started from. The derived features are computed
+with the same function the server uses (`derive`), so the two cannot drift apart.
 """
 
 from __future__ import annotations
