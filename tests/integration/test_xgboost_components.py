@@ -6,6 +6,8 @@ and the client live in this process; neither warned here, so no warning filter i
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,71 @@ def test_training_uses_both_workers_and_saves_the_best_model(
     assert saved.num_boosted_rounds() == best + 1
     assert saved.feature_names == meta["feature_names"]
     assert (splits / "model" / "metadata.json").exists()
+
+
+def test_the_model_records_the_transform_from_raw_rows(trained: TrainingResult) -> None:
+    from headwater.components.data.higgs import FEATURES
+
+    meta = trained.metadata
+    assert meta["input_form"] == "raw" and meta["raw_features"] == list(FEATURES)
+    assert meta["transform"]["format"] == "headwater.transform/1"
+    assert [d["name"] for d in meta["transform"]["derived"]] == ["jets_pt_sum", "n_btag"]
+
+
+def test_the_registered_model_answers_raw_rows_over_headwater_serve(
+    trained: TrainingResult, splits: Path, headwater: Cli
+) -> None:
+    # Train/serve skew, end to end: the README's raw row (28 features, as pasted) to the
+    # model preprocess and train_xgboost made, through `headwater serve NAME:VERSION`.
+    pytest.importorskip("fastapi")
+    httpx = pytest.importorskip("httpx")
+    from test_serve_cli import serving
+
+    from headwater.api.models import register_model
+    from headwater.components.data.higgs import FEATURES
+    from headwater.components.data.preprocessing import add_features
+
+    headwater.home.mkdir(parents=True, exist_ok=True)
+    store = f"sqlite:///{headwater.home / 'metadata.db'}"
+    assert register_model("higgs-xgboost", str(splits / "model"), metadata=store).version == 1
+    request = _readme_request()
+    row = request["inputs"][0]["data"]
+    assert request["inputs"][0]["shape"] == [1, 28] and len(row) == len(FEATURES)
+    # What training saw for this row: preprocess's own feature code on a one-row frame.
+    frame = add_features(pd.DataFrame([row], columns=list(FEATURES), dtype="float32"))
+    expected = trained.booster.inplace_predict(frame[trained.metadata["feature_names"]])
+    with serving(headwater, "higgs-xgboost:1") as (url, _):
+        v2 = httpx.post(f"{url}/v2/models/higgs-xgboost/infer", json=request)
+        v1 = httpx.post(f"{url}/v1/models/higgs-xgboost:predict", json={"instances": [row]})
+        processed = httpx.post(
+            f"{url}/v1/models/higgs-xgboost:predict",
+            json={"instances": frame[trained.metadata["feature_names"]].values.tolist()},
+        )
+        metadata = httpx.get(f"{url}/v2/models/higgs-xgboost").json()
+        bad = httpx.post(f"{url}/v1/models/higgs-xgboost:predict", json={"instances": [row[:-1]]})
+    assert v2.status_code == 200, v2.text
+    assert v2.json()["outputs"][0]["data"] == pytest.approx(expected.tolist(), rel=1e-6)
+    for answer in (v1, processed):
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["predictions"] == pytest.approx(expected.tolist(), rel=1e-6)
+    assert metadata["inputs"] == [{"name": "input-0", "datatype": "FP32", "shape": [-1, 28]}]
+    assert metadata["parameters"]["input_form"] == "raw"
+    assert metadata["parameters"]["raw_features"] == list(FEATURES)
+    assert bad.status_code == 400 and "\n" not in bad.json()["error"]
+    assert bad.json()["error"].startswith(
+        "input 'input-0' has shape [1, 27]; the model takes [-1, 28] or [-1, 30] (-1: any "
+        "size): raw rows of 28 features (lepton_pT, lepton_eta, lepton_phi, ..., m_wwbb), or "
+        "rows of the model's 30 (the raw ones, then jets_pt_sum, n_btag)"
+    )
+
+
+def _readme_request() -> dict[str, Any]:
+    """The V2 request of README's serving example, as a user pastes it."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    found = re.search(r"/v2/models/higgs-xgboost/infer -d '(.*?)'", readme, re.DOTALL)
+    assert found, "README's serving example has no V2 request to higgs-xgboost"
+    request: dict[str, Any] = json.loads(found.group(1))
+    return request
 
 
 def test_distributed_training_matches_one_process(trained: TrainingResult, splits: Path) -> None:

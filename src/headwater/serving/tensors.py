@@ -58,11 +58,19 @@ _KINDS = {
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """One input or output as a model declares it: name, V2 datatype and shape (-1: any)."""
+    """One input or output as a model declares it: name, V2 datatype and shape (-1: any).
+
+    Attributes:
+        also: Other shapes the input takes, not shown in the protocol's metadata (a model
+            with a transform takes raw rows, as declared, and rows of its own features).
+        hint: What the shapes mean, added to the message refusing another shape.
+    """
 
     name: str
     datatype: str
     shape: tuple[int, ...]
+    also: tuple[tuple[int, ...], ...] = ()
+    hint: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The protocol's metadata shape: `{"name", "datatype", "shape"}`."""
@@ -216,7 +224,8 @@ def conform(array: np.ndarray, datatype: str, spec: TensorSpec) -> np.ndarray:
     """`array` (sent as `datatype`) as the model's input `spec` takes it, cast if need be.
 
     Numbers convert to a floating input, integers to an integer input within its range;
-    BOOL and BYTES take only their own kind. Each fixed dimension must match.
+    BOOL and BYTES take only their own kind. Each fixed dimension must match, of `spec.shape`
+    or of one of `spec.also`.
 
     Raises:
         InvalidInputError: Another kind of values, or another shape, than the model takes.
@@ -233,10 +242,11 @@ def conform(array: np.ndarray, datatype: str, spec: TensorSpec) -> np.ndarray:
         if spec.datatype in _INTEGER and array.size:
             _check_range(array, DTYPES[spec.datatype], where)
         array = array.astype(DTYPES[spec.datatype], copy=False)
-    if spec.shape and not _fits(array.shape, spec.shape):
+    if spec.shape and not any(_fits(array.shape, s) for s in (spec.shape, *spec.also)):
+        takes = " or ".join(str(list(s)) for s in (spec.shape, *spec.also))
         raise InvalidInputError(
-            f"{where} has shape {list(array.shape)}; the model takes {list(spec.shape)} "
-            "(-1: any size)"
+            f"{where} has shape {list(array.shape)}; the model takes {takes} (-1: any size)"
+            + (f": {spec.hint}" if spec.hint else "")
         )
     return array
 

@@ -7,7 +7,8 @@
     GET  /v2/health/ready                      {"ready": true}; 503 {"error"} while a model has
                                                no version loaded
     GET  /v2/models/{m}[/versions/{v}]         {"name", "versions", "platform", "inputs",
-                                                "outputs"}
+                                                "outputs", "parameters"?: {"input_form",
+                                                ...}}
     GET  /v2/models/{m}[/versions/{v}]/ready   {"name", "ready": true}; 404 unknown, 503 not
                                                loaded
     POST /v2/models/{m}[/versions/{v}]/infer   {"id"?, "parameters"?, "inputs": [...],
@@ -158,15 +159,16 @@ async def _metadata(request: Request, name: str, label: str | None) -> Response:
     async with endpoint.serving(label, key=request_key(request)) as version:
         context.mark(request, name, version.version, PROTOCOL, "metadata")
         metadata = version.runtime.metadata
-        return json_response(
-            {
-                "name": name,
-                "versions": list(endpoint.state.versions),
-                "platform": metadata.platform,
-                "inputs": [i.to_json() for i in metadata.inputs],
-                "outputs": [o.to_json() for o in metadata.outputs],
-            }
-        )
+        answer: dict[str, Any] = {
+            "name": name,
+            "versions": list(endpoint.state.versions),
+            "platform": metadata.platform,
+            "inputs": [i.to_json() for i in metadata.inputs],
+            "outputs": [o.to_json() for o in metadata.outputs],
+        }
+        if metadata.parameters:
+            answer["parameters"] = metadata.parameters
+        return json_response(answer)
 
 
 async def _ready(request: Request, name: str, label: str | None) -> Response:

@@ -63,7 +63,11 @@ def preprocess(
     train_fraction: float = 0.8,
     validation_fraction: float = 0.1,
 ) -> None:
-    """Nulls, derived features, a deterministic train/validation/test split, column statistics."""
+    """Nulls, derived features, a deterministic train/validation/test split, column statistics.
+
+    Each split's directory also gets `_transform.json`: what was done to a row, which
+    `train_xgboost` keeps with the model so that the served model takes raw rows.
+    """
     from headwater.components.data.preprocessing import preprocess as run
 
     fractions = (train_fraction, validation_fraction, 1 - train_fraction - validation_fraction)

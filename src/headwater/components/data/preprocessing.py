@@ -5,14 +5,22 @@ and writes its rows to the three split directories: memory per task stays near o
 whatever the partition size, and nothing is held between tasks. The split of a row depends only
 on `seed` and its position in the dataset, so it is the same on any cluster, any partitioning
 of the same rows, and on pandas or cuDF.
+
+What is done to a row (fill values, derived features) is also written, as a declarative
+`headwater.models.transform.Transform`, to `_transform.json` in each split's directory:
+`train_xgboost` stores it with the model, and the model server applies it to raw rows, so a
+served model answers the rows the pipeline started from. The derived features are computed
+with the same function the server uses (`derive`), so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from headwater.components.data import _backend, _dataset
 from headwater.errors import InvalidArgumentError
+from headwater.models.transform import SPEC_FILE, Derived, Transform, derive, dumps
 
 SPLITS = ("train", "validation", "test")
 BATCH_ROWS = 131_072
@@ -33,18 +41,47 @@ def split_uniform(seed: int, start: int, rows: int) -> Any:
     return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
-def add_features(frame: Any) -> Any:
-    """The derived features, where the Higgs columns they need are present.
+#: The derived features `preprocess` adds where the Higgs columns they need are present:
+#: the scalar sum of the four jets' pT, and how many jets are b-tagged.
+DERIVED = (
+    Derived("jets_pt_sum", "sum", tuple(f"jet{j}pt" for j in range(1, 5))),
+    Derived("n_btag", "count_positive", tuple(f"jet{j}b-tag" for j in range(1, 5))),
+)
 
-    `jets_pt_sum` (scalar sum of the four jets' pT) and `n_btag` (b-tagged jets).
+
+def derived_for(columns: Sequence[str]) -> tuple[Derived, ...]:
+    """The `DERIVED` features whose columns are all among `columns`."""
+    present = set(columns)
+    return tuple(d for d in DERIVED if all(c in present for c in d.columns))
+
+
+def add_features(frame: Any) -> Any:
+    """The derived features (`DERIVED`), where the columns they need are present.
+
+    On pandas through `headwater.models.transform.derive`, the function the model server
+    applies to raw rows, so training and serving compute them one way.
     """
-    pts = [f"jet{j}pt" for j in range(1, 5)]
-    tags = [f"jet{j}b-tag" for j in range(1, 5)]
-    if all(c in frame.columns for c in pts):
-        frame["jets_pt_sum"] = frame[pts].sum(axis=1).astype("float32")
-    if all(c in frame.columns for c in tags):
-        frame["n_btag"] = (frame[tags] > 0).sum(axis=1).astype("float32")
+    for d in derived_for(list(frame.columns)):
+        block = frame[list(d.columns)]
+        if hasattr(block, "to_cupy"):  # cuDF: stay on the GPU, same arithmetic
+            wide = block.astype("float64")
+            if d.op == "sum":
+                frame[d.name] = wide.sum(axis=1).astype("float32")
+            else:
+                frame[d.name] = (wide > 0).sum(axis=1).astype("float32")
+        else:
+            frame[d.name] = derive(d.op, block.to_numpy(dtype="float64", na_value=float("nan")))
     return frame
+
+
+def transform_spec(columns: Sequence[str], label: str, fill: dict[str, float]) -> Transform:
+    """What `preprocess` does to a row of a dataset with `columns`, as a `Transform`."""
+    return Transform(
+        inputs=tuple(c for c in columns if c != label),
+        fill=dict(fill),
+        derived=derived_for(columns),
+        label=label,
+    )
 
 
 def _transform(frame: Any, start: int, label: str, fill: dict[str, float], seed: int) -> Any:
@@ -185,7 +222,9 @@ def preprocess(
         backend: "pandas", "cudf", or None to choose by the workers.
 
     Returns:
-        `{"rows": {split: n}, "dropped", "filled": [columns], "columns": [names]}`.
+        `{"rows": {split: n}, "dropped", "filled": [columns], "columns": [names],
+        "transform"}`: the last is what was done to a row (`headwater.models.transform`),
+        also written as `_transform.json` into each split's directory.
 
     Raises:
         StorageError, UserError: The bad inputs `inspect_dataset` names.
@@ -201,9 +240,9 @@ def preprocess(
     client = _backend.resolve_client(client)
     backend = _backend.choose_backend(client, backend)
     fill = _fill_values(dataset, label, backend, client)
-    outputs = {}
+    outputs, filesystems = {}, {}
     for split, target in zip(SPLITS, (train, validation, test), strict=True):
-        _, outputs[split] = _dataset.prepare_output(target)
+        filesystems[split], outputs[split] = _dataset.prepare_output(target)
     cuts = (fractions[0], fractions[0] + fractions[1])
     tasks = [
         dask.delayed(_preprocess_file, pure=True)(
@@ -220,11 +259,17 @@ def preprocess(
     fs, path = _dataset.filesystem(stats_path)
     with fs.open(path, "w") as fh:
         fh.write(stats_markdown(stats, dataset, rows, dropped, fill))
+    # What a served model must do to a raw row first: beside each split, for what trains on it.
+    spec = transform_spec(dataset.columns, label, fill)
+    for split in SPLITS:
+        with filesystems[split].open(f"{outputs[split]}/{SPEC_FILE}", "w") as fh:
+            fh.write(dumps(spec))
     return {
         "rows": rows,
         "dropped": dropped,
         "filled": sorted(fill),
         "columns": list(stats.index) if stats is not None else [],
+        "transform": spec.to_json(),
     }
 
 

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.components.data import _backend
+from headwater.components.data import _backend, _dataset
 from headwater.components.xgboost import _library, _splits, hyperparameters
 from headwater.errors import InvalidArgumentError, UserError
-from headwater.models import xgboost_file
+from headwater.models import transform, xgboost_file
 
 
 @dataclass
@@ -59,7 +59,8 @@ def train_xgboost(
             label and numeric features.
         validation: The validation split, with the same columns.
         model_dir: Where to save the model (`headwater.models.xgboost_file` layout); None: do
-            not save.
+            not save. When `preprocess` made `train`, its transform (`_transform.json`) goes
+            into the metadata, so the served model takes the raw rows (`input_form`).
         params: XGBoost parameters over `hyperparameters.DEFAULTS` (binary logistic, hist,
             depth 8, learning rate 0.1). `device` defaults to "cuda" on GPU workers.
         rounds: The most boosting rounds.
@@ -73,7 +74,8 @@ def train_xgboost(
 
     Raises:
         UserError: A split is missing or empty, lacks the label, or has a column that is not
-            numeric; XGBoost failed on the data (the message says which).
+            numeric; XGBoost failed on the data (the message says which); the training
+            split's transform does not make its columns.
         InvalidArgumentError: `rounds` is not positive, or a hyperparameter XGBoost rejects
             or does not know (named).
     """
@@ -91,6 +93,7 @@ def train_xgboost(
     xgb = _library.xgboost()
     train_split = _splits.open_split("train", train, label)
     features = list(train_split.features)
+    form = input_form(train_split)  # before training: a bad transform file fails fast
     validation_split = _splits.open_split("validation", validation, label, features)
     full = hyperparameters.merged(params)
     if client is None:
@@ -150,6 +153,7 @@ def train_xgboost(
         "train_rows": train_split.rows,
         "validation_rows": validation_split.rows,
         "workers": used,
+        **form,
     }
     final = {
         f"{split}_{metric}": values[best]
@@ -163,6 +167,35 @@ def train_xgboost(
     return TrainingResult(
         booster, meta, history, final, used, seconds=time.perf_counter() - started
     )
+
+
+def input_form(split: _splits.Split) -> dict[str, Any]:
+    """What rows the model answers, for its metadata: `{"input_form": "raw", "raw_features",
+    "transform"}` when `preprocess` left its transform beside the training split (the server
+    applies it to raw rows), else `{"input_form": "features"}` (rows of `feature_names`).
+
+    Raises:
+        UserError: The transform is unreadable, or its output is not the split's features
+            (the split was changed after `preprocess` wrote it).
+    """
+    fs, path = _dataset.filesystem(split.dataset.url)
+    where = f"{path.rstrip('/')}/{transform.SPEC_FILE}"
+    if not fs.isdir(path) or not fs.exists(where):
+        return {"input_form": "features"}
+    with fs.open(where, "r") as fh:
+        spec = transform.loads(fh.read(), where=f"{split.name} split's {transform.SPEC_FILE}")
+    if spec.outputs != split.features:
+        raise UserError(
+            f"{split.name} split {split.dataset.url!r} has the columns "
+            f"{transform.describe(split.features)}, but its {transform.SPEC_FILE} makes "
+            f"{transform.describe(spec.outputs)}: rerun preprocess, or delete that file to "
+            "train a model that takes rows of its features as they are"
+        )
+    return {
+        "input_form": "raw",
+        "raw_features": list(spec.inputs),
+        "transform": spec.to_json(),
+    }
 
 
 def _train(

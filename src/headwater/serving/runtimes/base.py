@@ -57,6 +57,9 @@ class ModelMetadata:
         default_outputs: The outputs a request gets when it names none (default: all).
         feature_names: The names along the last axis of the single input (tabular models),
             so V1 instances may be objects keyed by feature, and explanations name features.
+        details: Anything else the runtime knows (objective, device), for the server's log.
+        parameters: What V2 model metadata shows under "parameters" (MLServer's field), when
+            any: which rows the model takes (`input_form`) and the transform it applies.
     """
 
     platform: str
@@ -65,6 +68,7 @@ class ModelMetadata:
     default_outputs: tuple[str, ...] = ()
     feature_names: tuple[str, ...] | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, Any] = field(default_factory=dict)
 
     @property
     def output_names(self) -> tuple[str, ...]:

@@ -5,6 +5,14 @@ Reads a Model artifact from `train_xgboost` (a directory with `model.ubj` and
 tensor `input-0` shaped `[-1, features]`; the output `predict` is what `Booster.predict`
 gives (probabilities for `binary:logistic`, one column per class for `multi:softprob`).
 
+A model whose metadata holds a transform (`train_xgboost` stores the one `preprocess` wrote;
+see `headwater.models.transform`) takes the raw rows its pipeline started from: `input-0` is
+declared `[-1, raw features]`, V1 objects are keyed by the raw feature names, and each raw
+row goes through the transform before predicting. Rows of the model's own features (as
+`preprocess` wrote them) are still taken, told apart by width; any other width is a 400
+naming both. V2 model metadata says so under `parameters` (`input_form: "raw"`). A model
+without a transform is served as it always was.
+
 Threads: each prediction runs with `nthread` 1 (or `OMP_NUM_THREADS`), because the server
 predicts many requests at once on its thread pool and scales further with worker processes;
 XGBoost's default of every core per call makes concurrent requests fight for the CPU. On a
@@ -32,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from headwater.errors import UserError
+from headwater.models.transform import Transform, describe
 from headwater.serving.runtimes.base import (
     Explanation,
     ModelMetadata,
@@ -55,10 +65,11 @@ class XGBoostRuntime(ModelRuntime):
         self._xgb: Any = None
         self._names: list[str] | None = None
         self._dense: Callable[[np.ndarray], np.ndarray] | None = None
+        self._transform: Transform | None = None
         self.device = "cpu"
 
     def load(self) -> None:
-        """Load the booster and work out its features and output shape."""
+        """Load the booster, work out its features and output shape, and read its transform."""
         from headwater.models import libraries, xgboost_file
 
         xgb = libraries.xgboost()
@@ -73,32 +84,67 @@ class XGBoostRuntime(ModelRuntime):
         features = int(booster.num_features())
         names = booster.feature_names or saved.get("feature_names")
         feature_names = tuple(str(n) for n in names) if names and len(names) == features else None
+        self._transform = _transform(saved, path, feature_names, features)
         self._booster, self._xgb = booster, xgb
         self._names = list(feature_names) if feature_names else None
         self._dense = _dense_predictor(xgb, booster, features) if self.device == "cpu" else None
         # One row of zeros: the output's shape (a class axis or not), and a warm booster.
         probe = self._predict(np.zeros((1, features), dtype=np.float32))
+        details = {"objective": saved.get("objective"), "device": self.device}
+        if self._transform is None:
+            self.metadata = ModelMetadata(
+                platform="xgboost",
+                inputs=(TensorSpec(INPUT, "FP32", (-1, features)),),
+                outputs=(TensorSpec(OUTPUT, "FP32", (-1, *probe.shape[1:])),),
+                default_outputs=(OUTPUT,),
+                feature_names=feature_names,
+                details=details,
+            )
+            return
+        raw = self._transform.inputs
+        model_features = self._transform.outputs
+        added = model_features[len(raw) :]
+        hint = f"raw rows of {len(raw)} features ({describe(raw)})"
+        if added:
+            hint += f", or rows of the model's {features} (the raw ones, then {', '.join(added)})"
         self.metadata = ModelMetadata(
             platform="xgboost",
-            inputs=(TensorSpec(INPUT, "FP32", (-1, features)),),
+            # Raw rows are what the model is declared to take; rows of its own features
+            # (what preprocess wrote) are taken too, told apart by width.
+            inputs=(
+                TensorSpec(
+                    INPUT,
+                    "FP32",
+                    (-1, len(raw)),
+                    also=((-1, features),) if features != len(raw) else (),
+                    hint=hint,
+                ),
+            ),
             outputs=(TensorSpec(OUTPUT, "FP32", (-1, *probe.shape[1:])),),
             default_outputs=(OUTPUT,),
-            feature_names=feature_names,
-            details={"objective": saved.get("objective"), "device": self.device},
+            feature_names=raw,
+            details={**details, "input_form": "raw"},
+            parameters={
+                "input_form": "raw",
+                "raw_features": list(raw),
+                "feature_names": list(model_features),
+                "transform": self._transform.to_json(),
+            },
         )
 
     def predict(
         self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray]:
-        """`Booster.predict` on the input rows: `{"predict": ...}`."""
-        return {OUTPUT: self._predict(self.single_input(inputs))}
+        """`Booster.predict` on the input rows (raw rows transformed first): `{"predict": ...}`."""
+        return {OUTPUT: self._predict(self._features(self.single_input(inputs)))}
 
     def explain(
         self, inputs: Mapping[str, np.ndarray], *, options: Mapping[str, Any]
     ) -> Explanation:
-        """TreeSHAP attributions (`pred_contribs=True`) and the bias they add up to."""
+        """TreeSHAP attributions (`pred_contribs=True`) and the bias they add up to, per model
+        feature (derived ones included, for raw rows)."""
         check_options(options, (), what="an XGBoost explanation (TreeSHAP)")
-        x = self.single_input(inputs)
+        x = self._features(self.single_input(inputs))
         matrix = self._xgb.DMatrix(x, feature_names=self._names)
         contributions = np.asarray(self._booster.predict(matrix, pred_contribs=True))
         return Explanation(
@@ -108,6 +154,14 @@ class XGBoostRuntime(ModelRuntime):
             feature_names=self._names,
             bias=contributions[..., -1],
         )
+
+    def _features(self, x: np.ndarray) -> np.ndarray:
+        """Rows of the model's features: raw rows through the transform, others as they are
+        (the server let only the two widths through)."""
+        found = self._transform
+        if found is None or x.ndim != 2 or x.shape[1] != len(found.inputs):
+            return x
+        return found.apply(x)
 
     def unload(self) -> None:
         """Drop the booster."""
@@ -123,6 +177,31 @@ class XGBoostRuntime(ModelRuntime):
         # On a GPU booster, host data would make inplace_predict warn and fall back anyway.
         matrix = self._xgb.DMatrix(x, feature_names=self._names)
         return np.asarray(self._booster.predict(matrix))
+
+
+def _transform(
+    saved: Mapping[str, Any], path: str, names: tuple[str, ...] | None, features: int
+) -> Transform | None:
+    """The transform in the model's metadata (`train_xgboost` stores `preprocess`'s), or None.
+
+    Raises:
+        UserError: It cannot be read, or it does not make the booster's features.
+    """
+    if saved.get("transform") is None:
+        return None
+    try:
+        found = Transform.from_json(saved["transform"])
+    except UserError as exc:
+        raise UserError(f"model artifact {path!r}: {exc}") from exc
+    made = found.outputs
+    if len(made) != features or (names is not None and tuple(names) != made):
+        raise UserError(
+            f"model artifact {path!r} has a transform making {len(made)} features "
+            f"({describe(made)}) but its booster takes {features}"
+            + (f" ({describe(names)})" if names else "")
+            + ": the metadata.json is not this model's"
+        )
+    return found
 
 
 def _dense_predictor(

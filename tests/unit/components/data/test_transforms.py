@@ -120,3 +120,40 @@ def test_ingest_reads_csv_with_or_without_a_header(
     back = pd.read_parquet(tmp_path / "out")
     assert list(back.columns) == list(frame.columns)
     np.testing.assert_allclose(back["m_bb"], frame["m_bb"], rtol=1e-6)
+
+
+def test_the_served_transform_makes_what_preprocess_made_from_the_same_raw_rows(
+    tmp_path: Path, higgs_dir: Path
+) -> None:
+    # Train/serve skew: the model server applies the transform preprocess recorded to a raw
+    # row; every row preprocess wrote must come out of it identically, nulls filled included.
+    from headwater.components.data.higgs import FEATURES
+    from headwater.models.transform import SPEC_FILE, loads
+
+    raw = pd.read_parquet(higgs_dir)[:6000].reset_index(drop=True)
+    rng = np.random.default_rng(7)
+    for column in ("jet1pt", "jet3b-tag", "m_bb"):
+        raw.loc[rng.random(len(raw)) < 0.05, column] = np.nan
+    raw.loc[10, "label"] = None  # dropped: the transform never sees a label
+    src = tmp_path / "src"
+    src.mkdir()
+    for i, part in enumerate((raw[:2500], raw[2500:])):  # two parts: one fill value for both
+        part.to_parquet(src / f"part-{i}.parquet")
+    out = tmp_path / "out"
+    # Everything into train, so its rows are the labelled raw rows in order.
+    done = preprocess(str(src), *(str(out / s) for s in SPLITS), str(out / "stats.md"),
+                      fractions=(1.0, 0.0, 0.0))  # fmt: skip
+    spec = loads((out / "train" / SPEC_FILE).read_text(), where="train")
+    assert {s: (out / s / SPEC_FILE).exists() for s in SPLITS} == dict.fromkeys(SPLITS, True)
+    assert done["transform"] == spec.to_json()
+    assert spec.inputs == FEATURES and sorted(spec.fill) == ["jet1pt", "jet3b-tag", "m_bb"]
+    assert [d.name for d in spec.derived] == ["jets_pt_sum", "n_btag"]
+    processed = pd.read_parquet(out / "train")
+    assert tuple(processed.columns.drop("label")) == spec.outputs
+    labelled = raw.drop(index=10)
+    served = spec.apply(labelled[list(spec.inputs)].to_numpy(dtype=np.float32))
+    # What the model sees: float32 (XGBoost's own type), compared bit for bit.
+    written = processed[list(spec.outputs)].to_numpy(dtype=np.float32)
+    assert written.shape == served.shape == (5999, 30)
+    np.testing.assert_array_equal(served, written)
+    assert not np.isnan(written[:, spec.outputs.index("m_bb")]).any()
