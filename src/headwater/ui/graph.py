@@ -1,5 +1,7 @@
 """A run's task graph, laid out top-down in layers (longest path from the sources).
 
+The nodes are the run's plan (`headwater.ui.plan`): the tasks it recorded and, while it
+runs, those its IR will still start (`PENDING`; `NOT_RUN` once the run is over).
 Edges come from two places: a task that read an artifact another task of the run wrote, and
 the IR's `dependentTasks` (which also covers parameter-only and `.after()` dependencies).
 Loop iterations (`train[0]`) and nested-pipeline tasks (`inner.train`) are matched to their
@@ -15,7 +17,8 @@ from typing import Any
 
 from headwater.api.runs import RunDetails
 from headwater.spec.ir import is_control_flow_task
-from headwater.ui.groups import ITERATIONS_SHOWN, group_tasks
+from headwater.ui.groups import ITERATIONS_SHOWN, collapse_defaults, group_tasks
+from headwater.ui.plan import plan_run
 
 __all__ = ["NODE_H", "NODE_W", "layout", "lineage_layout", "place"]
 
@@ -24,8 +27,11 @@ GAP_X, GAP_Y = 30, 56
 _ITERATION = re.compile(r"\[\d+\]")
 
 
-def edges_of(run: RunDetails, ir: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """(upstream task, downstream task) pairs, without duplicates or self-loops."""
+def edges_of(
+    run: RunDetails, ir: dict[str, Any] | None, names: list[str] | None = None
+) -> list[tuple[str, str]]:
+    """(upstream task, downstream task) pairs, without duplicates or self-loops, between
+    `names` (default: the run's recorded tasks)."""
     writer: dict[str, str] = {}
     for task in run.tasks:
         for uris in task.output_artifacts.values():
@@ -39,8 +45,8 @@ def edges_of(run: RunDetails, ir: dict[str, Any] | None) -> list[tuple[str, str]
                 if source is not None and source != task.name:
                     found.add((source, task.name))
     executed: dict[str, list[str]] = {}
-    for task in run.tasks:
-        executed.setdefault(_ITERATION.sub("", task.name), []).append(task.name)
+    for name in [t.name for t in run.tasks] if names is None else names:
+        executed.setdefault(_ITERATION.sub("", name), []).append(name)
     for up, down in _ir_edges(ir):
         for source in executed.get(up, []):
             for target in executed.get(down, []):
@@ -104,36 +110,47 @@ def layout(
     parent_dags: dict[str, str] | None = None,
     iterations: int = ITERATIONS_SHOWN,
 ) -> dict[str, Any]:
-    """`{"nodes": [{name, state, group, x, y, layer}], "edges": [{from, to, points}],
-    "groups": [{id, label, parent, kind}], "width", "height"}` with coordinates in pixels,
-    sources on top.
+    """`{"nodes": [{name, state, group, kind, duration_s, x, y, layer}], "edges": [{from, to,
+    points}], "groups": [{id, label, parent, kind, nodes, states, state, collapsed}],
+    "width", "height"}` with coordinates in pixels, sources on top.
 
-    Nested pipelines, loops and loop iterations are groups (see `headwater.ui.groups`); a
-    loop draws at most `iterations` of its iterations, and one "+K more" node (`kind`
-    "more", with the `tasks` it stands for and their `states`) for the rest.
+    Nested pipelines, loops, loop iterations and conditions are groups (see
+    `headwater.ui.groups`); a loop draws at most `iterations` of its iterations, and one
+    "+K more" node (`kind` "more", with the `tasks` it stands for and their `states`) for
+    the rest. Tasks of the plan not recorded yet are nodes too, `planned`.
     """
-    states = {t.name: t.state for t in run.tasks}
+    recorded = {t.name: {"inputs": t.inputs, "outputs": t.outputs} for t in run.tasks}
+    plan = plan_run(ir, recorded, run.parameters)
+    waiting = "PENDING" if run.state == "RUNNING" else "NOT_RUN"
     dags = parent_dags or {}
-    grouping = group_tasks(
-        [(t.name, t.state, dags.get(t.name, "")) for t in run.tasks], ir, limit=iterations
-    )
+    tasks = [(t.name, t.state, dags.get(t.name, "")) for t in run.tasks]
+    tasks += [(name, waiting, "") for name in plan.tasks if name not in recorded]
+    states = {name: state for name, state, _ in tasks}
+    durations = {t.name: t.duration for t in run.tasks}
+    grouping = group_tasks(tasks, plan, limit=iterations)
     more = {m["name"]: m for m in grouping.more}
     pairs = sorted(
         {
             (grouping.node(a), grouping.node(b))
-            for a, b in edges_of(run, ir)
+            for a, b in edges_of(run, ir, list(states))
             if a in states and b in states and grouping.node(a) != grouping.node(b)
         }
     )
-    names = [t.name for t in run.tasks if t.name in grouping.group_of]
+    names = [name for name, _, _ in tasks if name in grouping.group_of]
     placed = place(names + list(more), pairs)
     for node in placed["nodes"]:
         name = node["name"]
         if name in more:
             node.update(more[name])
         else:
-            node.update(state=states[name], group=grouping.group_of[name], kind="task")
+            took = durations.get(name)
+            node.update(
+                state=states[name], group=grouping.group_of[name], kind="task",
+                planned=name not in recorded,
+                duration_s=None if took is None else round(took, 3),
+            )  # fmt: skip
     placed["groups"] = grouping.groups
+    collapse_defaults(grouping.groups, placed["nodes"])
     return placed
 
 

@@ -1,46 +1,40 @@
-"""The boxes of a run's graph: nested pipelines, ParallelFor loops and their iterations.
+"""The boxes of a run's graph: nested pipelines, ParallelFor loops, their iterations, conditions.
 
-Where an executed task sits comes from the IR: the chain of nested pipelines and loops
-above its component (conditions and exit handlers are transparent, as they are in task
-names), with its loop indices read from its name (`scale.add[1]`, `add[0][1]`). A nested
-pipeline is a group named by its path (`inner.leaf`); a loop is a group labelled with its
-number of iterations (`for-loop-2 (3 iterations)`), holding one group per iteration
-labelled with its index and, for a loop over a literal list, its item (`#1: 20`).
+Where a task sits comes from the run's plan (`headwater.ui.plan`, read from the IR); a task
+the plan does not explain (no IR stored, say) falls back to its record's `parent_dag`, the
+nested pipelines it ran in. A loop is labelled with its number of iterations
+(`for-loop-2 (3 iterations)`) and holds one group per iteration, labelled with its item.
 
 A loop with many iterations would make the graph unreadable, so each loop shows at most
 `limit` of them: failed ones first, then running ones, then the rest in order. The others
 fold into one "+K more" node in the loop's box, which stands in for their tasks in edges
 and lists them (with their states) for the task panel.
+
+Each group also says how many nodes it holds, their states, and whether the page draws it
+collapsed at first (`collapse_defaults`): one that holds more than `COLLAPSE_OVER` nodes
+is, unless the graph would then show fewer than `MIN_SHOWN` nodes.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.spec.ir import is_control_flow_task
+from headwater.ui.plan import Plan
 
-__all__ = ["ITERATIONS_SHOWN", "Grouping", "group_tasks", "loop_scopes"]
+__all__ = ["COLLAPSE_OVER", "ITERATIONS_SHOWN", "Grouping", "collapse_defaults", "group_tasks"]
 
 #: Iterations of one loop drawn by default; `?iterations=N` asks for more.
 ITERATIONS_SHOWN = 5
+#: A group holding more nodes than this is drawn collapsed at first (a click opens it).
+COLLAPSE_OVER = 8
+#: ... unless the graph would then show fewer nodes than this: the largest opens instead.
+MIN_SHOWN = 4
 #: Worst first: the colour of a "+K more" node is that of its worst hidden task.
-_SEVERITY = ("FAILED", "INTERRUPTED", "RUNNING", "PENDING", "CANCELED", "SUCCEEDED", "CACHED")
-_INDEX = re.compile(r"\[(\d+)\]")
+SEVERITY = ("FAILED", "INTERRUPTED", "RUNNING", "PENDING", "CANCELED", "SUCCEEDED", "CACHED",
+            "SKIPPED", "NOT_RUN")  # fmt: skip
 _MORE = ":more"
-
-
-@dataclass(frozen=True)
-class Scope:
-    """One level above a task in the IR: a nested pipeline, or a loop (with its literal
-    items, when it iterates over a list written in the pipeline)."""
-
-    kind: str  # "pipeline" or "loop"
-    name: str
-    items: list[Any] | None = None
 
 
 @dataclass
@@ -58,99 +52,38 @@ class Grouping:
         return self.folded.get(task, task)
 
 
-def loop_scopes(ir: dict[str, Any] | None) -> dict[str, list[Scope]]:
-    """Executor task names without loop indices (`scale.add`) -> the scopes above them,
-    outermost first."""
-    if not ir:
-        return {}
-    components = ir.get("components", {})
-    found: dict[str, list[Scope]] = {}
-
-    def walk(dag: dict[str, Any], prefix: str, chain: list[Scope]) -> None:
-        for name, spec in (dag.get("tasks") or {}).items():
-            if not isinstance(spec, dict):
-                continue
-            component = components.get(spec.get("componentRef", {}).get("name", ""), {})
-            if not (isinstance(component, dict) and "dag" in component):
-                found[prefix + name] = chain
-            elif "parameterIterator" in spec or "artifactIterator" in spec:
-                walk(component["dag"], prefix, [*chain, Scope("loop", name, _raw_items(spec))])
-            elif is_control_flow_task(name):
-                walk(component["dag"], prefix, chain)
-            else:
-                walk(component["dag"], f"{prefix}{name}.", [*chain, Scope("pipeline", name)])
-
-    walk(ir.get("root", {}).get("dag", {}), "", [])
-    return found
-
-
-def _raw_items(spec: dict[str, Any]) -> list[Any] | None:
-    raw = (spec.get("parameterIterator") or {}).get("items", {}).get("raw")
-    if not isinstance(raw, str):
-        return None
-    try:
-        items = json.loads(raw)
-    except ValueError:
-        return None
-    return items if isinstance(items, list) else None
+def worst(states: Counter[str]) -> str:
+    """The state that colours a set of tasks: the worst of them."""
+    return next((s for s in SEVERITY if states[s]), next(iter(states), "SKIPPED"))
 
 
 def group_tasks(
-    tasks: list[tuple[str, str, str]], ir: dict[str, Any] | None, *, limit: int = ITERATIONS_SHOWN
+    tasks: list[tuple[str, str, str]], plan: Plan, *, limit: int = ITERATIONS_SHOWN
 ) -> Grouping:
     """Place `tasks` ((name, state, parent_dag) in run order) in groups, folding iterations
-    past `limit` per loop.
-
-    A task the IR does not explain (no IR stored, say) falls back to its record's
-    `parent_dag`, the nested pipelines it ran in.
-    """
-    scopes = loop_scopes(ir)
+    past `limit` per loop."""
     groups: dict[str, dict[str, Any]] = {}
-    # Per task, the groups above it (outermost first); per loop group, its iterations' states.
     paths: dict[str, list[str]] = {}
     iterations: dict[str, dict[int, list[str]]] = {}
     for name, state, parent_dag in tasks:
-        chain = scopes.get(_INDEX.sub("", name))
-        if chain is None:
-            chain = [Scope("pipeline", p) for p in parent_dag.split(".")] if parent_dag else []
-        indices = [int(i) for i in _INDEX.findall(name)]
-        path: list[str] = []
-        current = ""
-        for scope in chain:
-            here = f"{current}.{scope.name}" if current else scope.name
-            if scope.kind == "pipeline" or not indices:
+        path = plan.tasks.get(name)
+        if path is None:
+            path, current = [], ""
+            for part in parent_dag.split(".") if parent_dag else []:
+                here = f"{current}.{part}" if current else part
                 groups.setdefault(
-                    here, {"id": here, "label": scope.name, "parent": current, "kind": "pipeline"}
+                    here, {"id": here, "label": part, "parent": current, "kind": "pipeline"}
                 )
                 path.append(here)
                 current = here
-                continue
-            index = indices.pop(0)
-            loop = groups.setdefault(
-                here,
-                {"id": here, "label": scope.name, "parent": current, "kind": "loop",
-                 "loop": scope.name, "items": len(scope.items) if scope.items else 0},
-            )  # fmt: skip
-            iteration = f"{here}[{index}]"
-            groups.setdefault(
-                iteration,
-                {"id": iteration, "label": _iteration_label(index, scope.items), "parent": here,
-                 "kind": "iteration", "index": index},
-            )  # fmt: skip
-            iterations.setdefault(loop["id"], {}).setdefault(index, []).append(state)
-            path += [here, iteration]
-            current = iteration
+        for gid in path:
+            group = groups.setdefault(gid, dict(plan.groups.get(gid) or {}))
+            if group.get("kind") == "iteration":
+                loop = iterations.setdefault(group["parent"], {})
+                loop.setdefault(group["index"], []).append(state)
         paths[name] = path
     hidden = _hidden_iterations(iterations, limit)
     return _fold(tasks, groups, paths, iterations, hidden)
-
-
-def _iteration_label(index: int, items: list[Any] | None) -> str:
-    if items is None or index >= len(items):
-        return f"#{index}"
-    item = items[index]
-    text = item if isinstance(item, str) else json.dumps(item, separators=(",", ":"))
-    return f"#{index}: {text if len(text) <= 24 else text[:23] + '…'}"
 
 
 def _hidden_iterations(iterations: dict[str, dict[int, list[str]]], limit: int) -> set[str]:
@@ -195,9 +128,11 @@ def _fold(
     for gid in sorted(drawn):
         group = dict(groups[gid])
         if group["kind"] == "loop":
-            count = max(group.pop("items"), len(iterations[gid]))
+            count = group.get("iterations")
+            if count is None and iterations.get(gid):
+                count = len(iterations[gid])
             group["iterations"] = count
-            group["label"] = f"{group['label']} ({count} iteration{'' if count == 1 else 's'})"
+            group["label"] = f"{group['label']} ({_count_text(count)})"
         out.groups.append(group)
     for more, names in folded_tasks.items():
         count = Counter(states[more])
@@ -210,9 +145,57 @@ def _fold(
                 "kind": "more",
                 "group": loop,
                 "label": f"+{hidden_count} more iteration{'' if hidden_count == 1 else 's'}",
-                "state": next((s for s in _SEVERITY if count[s]), "SKIPPED"),
+                "state": worst(count),
                 "states": dict(sorted(count.items())),
                 "tasks": names,
             }
         )
     return out
+
+
+def _count_text(count: int | None) -> str:
+    if count is None:
+        return "iterations not known yet"
+    if count == 0:
+        return "no iterations"
+    return f"{count} iteration{'' if count == 1 else 's'}"
+
+
+def collapse_defaults(groups: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
+    """Add to each group `nodes` (how many nodes it holds, at any depth), `states` (their
+    states counted) and `collapsed`, whether the page draws it collapsed at first.
+
+    A group holding more than `COLLAPSE_OVER` nodes is collapsed; then, while fewer than
+    `MIN_SHOWN` nodes would show (a run that is one big nested pipeline, say), the largest
+    collapsed group on show opens, its own large groups staying collapsed.
+    """
+    by_id = {g["id"]: g for g in groups}
+    for group in groups:
+        group.update(nodes=0, states=Counter(), collapsed=False)
+    for node in nodes:
+        gid = node.get("group", "")
+        while gid in by_id:
+            by_id[gid]["nodes"] += 1
+            by_id[gid]["states"][node["state"]] += 1
+            gid = by_id[gid]["parent"]
+    for group in groups:
+        group["collapsed"] = group["nodes"] > COLLAPSE_OVER
+
+    def hidden_by(gid: str) -> str | None:
+        """The outermost collapsed group above `gid` (itself included), if any."""
+        found = None
+        while gid in by_id:
+            if by_id[gid]["collapsed"]:
+                found = gid
+            gid = by_id[gid]["parent"]
+        return found
+
+    while True:
+        shown = {hidden_by(n.get("group", "")) or n["name"] for n in nodes}
+        closed = [by_id[s] for s in shown if s in by_id]
+        if len(shown) >= MIN_SHOWN or not closed:
+            break
+        max(closed, key=lambda g: (g["nodes"], g["id"]))["collapsed"] = False
+    for group in groups:
+        group["states"] = dict(sorted(group["states"].items()))
+        group["state"] = worst(Counter(group["states"]))

@@ -162,7 +162,7 @@ def test_a_long_loop_draws_some_iterations_as_groups_and_folds_the_rest(store: S
     assert loop["label"] == "for-loop-2 (12 iterations)" and loop["kind"] == "loop"
     # Five iterations are drawn: the failed one first, then the first four in order.
     assert {g: (v["label"], v["parent"], v["kind"]) for g, v in groups.items()} == {
-        f"for-loop-2[{i}]": (f"#{i}: {i}", "for-loop-2", "iteration") for i in (0, 1, 2, 3, 9)
+        f"for-loop-2[{i}]": (f"x={i}", "for-loop-2", "iteration") for i in (0, 1, 2, 3, 9)
     }
     nodes = {n["name"]: n for n in graph["nodes"]}
     edges = {(e["from"], e["to"]) for e in graph["edges"]}
@@ -212,9 +212,9 @@ def test_nested_loops_and_a_pipeline_in_a_loop_nest_their_groups(store: Store) -
     parents = {g["id"]: (g["parent"], g["label"]) for g in graph["groups"]}
     inner = "for-loop-2[1].for-loop-4"
     assert parents["for-loop-2"] == ("", "for-loop-2 (2 iterations)")
-    assert parents["for-loop-2[1]"] == ("for-loop-2", "#1: 2")
+    assert parents["for-loop-2[1]"] == ("for-loop-2", "a=2")
     assert parents[inner] == ("for-loop-2[1]", "for-loop-4 (2 iterations)")
-    assert parents[f"{inner}[0]"] == (inner, "#0: 10")
+    assert parents[f"{inner}[0]"] == (inner, "b=10")
     assert parents["for-loop-6[2].scale"] == ("for-loop-6[2]", "scale")
     nodes = {n["name"]: n["group"] for n in graph["nodes"]}
     assert nodes["add[1][0]"] == f"{inner}[0]" and nodes["scale.add[2]"] == "for-loop-6[2].scale"

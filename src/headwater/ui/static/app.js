@@ -102,46 +102,187 @@ function showMore(runId, node, tasks, onPick) {
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
-// Re-lay the server's layered graph out with dagre (fewer crossings, routed edges).
-function relayout(svg, graph) {
-  if (!window.dagre || typeof layoutGraph !== "function") return; // keep the server's layout
-  const laid = layoutGraph(window.dagre, graph, 180, 44);
-  for (const g of svg.querySelectorAll("g.node")) {
-    const p = laid.nodes[g.dataset.task];
-    if (p) g.setAttribute("transform", `translate(${p.x},${p.y})`);
+function svgEl(tag, attrs, text) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function formatDuration(s) {
+  if (s < 60) return `${s < 10 ? s.toFixed(1) : Math.round(s)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+}
+
+// A task's name in its box: without the nested pipelines (its box names them), cut in
+// the middle so that a loop index stays readable.
+function shortName(name) {
+  const local = name.split(".").pop();
+  if (local.length <= 26) return local;
+  const tail = (local.match(/(\[\d+\])+$/) || [""])[0];
+  return `${local.slice(0, 25 - tail.length)}…${tail}`;
+}
+
+function statesText(states) {
+  return Object.entries(states || {}).map(([s, k]) => `${k} ${s}`).join(" · ");
+}
+
+// The second line of a node: its state and how long it ran, or what it stands for.
+function nodeStatus(n) {
+  if (n.kind === "more" || n.kind === "collapsed") return statesText(n.states);
+  return n.duration_s === null || n.duration_s === undefined ? n.state : `${n.state} · ${formatDuration(n.duration_s)}`;
+}
+
+// Up to two lines of about `width` characters, the rest cut with an ellipsis.
+function wrapLabel(text, width, lines) {
+  const out = [];
+  let rest = text;
+  while (rest && out.length < lines) {
+    if (rest.length <= width) { out.push(rest); rest = ""; break; }
+    let cut = rest.lastIndexOf(" ", width);
+    if (cut <= 0) cut = width;
+    out.push(rest.slice(0, cut));
+    rest = rest.slice(cut).trimStart();
   }
-  for (const line of svg.querySelectorAll(".edge, .group")) line.remove();
-  const first = svg.querySelector("g.node");
-  for (const grp of laid.groups) {
-    const box = document.createElementNS(SVG_NS, "g");
-    box.setAttribute("class", `group ${grp.kind || "pipeline"}`);
+  if (rest) out[out.length - 1] = `${out[out.length - 1].slice(0, width - 1)}…`;
+  return out;
+}
+
+function drawNode(n, x, y) {
+  const kind = n.kind === "more" ? " more" : n.kind === "collapsed" ? " collapsed-group" : "";
+  const g = svgEl("g", { class: `node${kind} ${n.state}${n.planned ? " planned" : ""}`, tabindex: 0,
+    transform: `translate(${x},${y})` });
+  g.dataset.task = n.name;
+  g.dataset.group = n.group || "";
+  if (n.kind === "collapsed") g.dataset.expands = n.groupId;
+  const title = n.kind === "collapsed"
+    ? `${n.label}: ${n.count} tasks (${statesText(n.states)}); click to expand`
+    : n.kind === "more" ? `${n.label} (${n.tasks.length} tasks: ${statesText(n.states)}); click to list them` : n.name;
+  const label = n.kind === "collapsed" ? `▸ ${n.label}` : n.kind === "more" ? n.label : shortName(n.name);
+  g.append(svgEl("rect", { width: 180, height: 44, rx: 6 }),
+    svgEl("text", { x: 90, y: 19, "text-anchor": "middle", class: "node-label" }, wrapLabel(label, 27, 1)[0]),
+    svgEl("text", { x: 90, y: 35, "text-anchor": "middle", class: "node-state" }, wrapLabel(nodeStatus(n), 32, 1)[0]),
+    svgEl("title", {}, title));
+  return g;
+}
+
+// Draws the run's graph, with the groups in `collapsed` folded, into the SVG's viewport
+// (dagre's layout); returns the drawing's size, or null without dagre (the server's
+// drawing stays).
+function drawGraph(svg, graph, collapsed, onToggle) {
+  if (!window.dagre || typeof layoutGraph !== "function") return null;
+  const shown = visibleGraph(graph, collapsed);
+  const laid = layoutGraph(window.dagre, shown, 180, 44);
+  const port = svg.querySelector("#viewport");
+  port.replaceChildren();
+  const depth = (g) => g.id.split(".").length + (g.kind === "iteration" ? 0.5 : 0);
+  for (const grp of [...laid.groups].sort((a, b) => depth(a) - depth(b))) {
+    const info = shown.groups.find((x) => x.id === grp.id) || {};
+    const box = svgEl("g", { class: `group ${grp.kind || "pipeline"} ${info.state || ""}` });
     box.dataset.group = grp.id;
-    const rect = document.createElementNS(SVG_NS, "rect");
-    for (const [k, v] of Object.entries({ x: grp.x, y: grp.y, width: grp.width, height: grp.height, rx: 8 })) rect.setAttribute(k, v);
-    const label = document.createElementNS(SVG_NS, "text");
-    label.setAttribute("x", grp.x + 8);
-    label.setAttribute("y", grp.y + 16);
-    label.textContent = grp.label;
-    box.append(rect, label);
-    svg.insertBefore(box, first);
+    const lines = wrapLabel(grp.label, Math.max(12, Math.floor((grp.width - 24) / 6.2)), grp.kind === "iteration" ? 2 : 1);
+    const label = svgEl("text", { x: grp.x + 8, y: grp.y + 14, class: "group-label", tabindex: 0 });
+    label.append(svgEl("tspan", { class: "toggle" }, "▾ "));
+    lines.forEach((line, i) => label.append(svgEl("tspan", i ? { x: grp.x + 20, dy: 13 } : {}, line)));
+    label.append(svgEl("title", {}, `${grp.label} (${info.nodes} tasks: ${statesText(info.states)}); click to collapse`));
+    label.addEventListener("click", (event) => { event.stopPropagation(); onToggle(grp.id); });
+    label.addEventListener("keydown", (event) => { if (event.key === "Enter") onToggle(grp.id); });
+    box.append(svgEl("rect", { x: grp.x, y: grp.y, width: grp.width, height: grp.height, rx: 8 }), label);
+    if (grp.kind === "condition") {
+      const taken = info.state !== "SKIPPED" && info.state !== "NOT_RUN";
+      const badge = svgEl("text", { x: grp.x + grp.width - 8, y: grp.y + 14, "text-anchor": "end", class: "badge" },
+        info.state === "PENDING" ? "not decided" : taken ? "taken" : "not taken");
+      box.append(badge);
+    }
+    port.append(box);
   }
   for (const e of laid.edges) {
-    const path = document.createElementNS(SVG_NS, "polyline");
-    path.setAttribute("class", "edge");
-    path.setAttribute("fill", "none");
-    path.setAttribute("marker-end", "url(#arrow)");
-    path.setAttribute("points", e.points.map((p) => p.join(",")).join(" "));
-    svg.insertBefore(path, first);
+    port.append(svgEl("polyline", { class: "edge", fill: "none", "marker-end": "url(#arrow)",
+      points: e.points.map((p) => p.join(",")).join(" ") }));
   }
-  svg.setAttribute("width", laid.width);
-  svg.setAttribute("height", laid.height);
+  for (const n of shown.nodes) {
+    const p = laid.nodes[n.name];
+    if (p) port.append(drawNode(n, p.x, p.y));
+  }
+  return { width: laid.width, height: laid.height };
+}
+
+// Below this scale a node's text is too small to read (12 px text drawn at 6 px).
+const READABLE = 0.5;
+
+// Fit-to-view, zoom (buttons, wheel) and pan (drag) of the SVG's viewport group.
+function setupView(svg) {
+  const port = svg.querySelector("#viewport");
+  const view = { s: 1, x: 0, y: 0 };
+  let size = { width: +svg.getAttribute("width") || 400, height: +svg.getAttribute("height") || 200 };
+  const apply = () => {
+    port.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.s})`);
+    svg.dataset.scale = view.s.toFixed(3);
+  };
+  // `all`: the whole graph in view. By default, a graph so tall that its text would be
+  // too small to read fits the pane's width instead (at least READABLE), top first.
+  const fit = (all) => {
+    const width = svg.parentElement.clientWidth;
+    const tallest = Math.max(320, window.innerHeight * 0.75);
+    const across = Math.min(1, (width - 16) / size.width);
+    view.s = Math.min(across, (tallest - 16) / size.height);
+    if (all !== true) view.s = Math.max(view.s, Math.min(across, READABLE));
+    const height = Math.max(160, Math.min(tallest, size.height * view.s + 16));
+    svg.setAttribute("width", width);
+    svg.setAttribute("height", height);
+    view.x = (width - size.width * view.s) / 2;
+    view.y = 8;
+    apply();
+  };
+  const zoomAt = (px, py, factor) => {
+    const s = Math.min(4, Math.max(0.05, view.s * factor));
+    view.x = px - ((px - view.x) * s) / view.s;
+    view.y = py - ((py - view.y) * s) / view.s;
+    view.s = s;
+    apply();
+  };
+  svg.addEventListener("wheel", (event) => {
+    event.preventDefault();
+    const r = svg.getBoundingClientRect();
+    zoomAt(event.clientX - r.left, event.clientY - r.top, Math.exp(-event.deltaY * 0.0015));
+  }, { passive: false });
+  const centre = (factor) => zoomAt(svg.clientWidth / 2, svg.clientHeight / 2, factor);
+  document.getElementById("zoom-in").addEventListener("click", () => centre(1.25));
+  document.getElementById("zoom-out").addEventListener("click", () => centre(0.8));
+  document.getElementById("zoom-fit").addEventListener("click", () => fit(true));
+  // A drag pans; the click that ends a drag is not a click on what lies under it.
+  let start = null, dragged = false;
+  svg.addEventListener("pointerdown", (event) => {
+    if (event.button !== 0) return;
+    start = { x: event.clientX, y: event.clientY, vx: view.x, vy: view.y, id: event.pointerId };
+    dragged = false;
+  });
+  svg.addEventListener("pointermove", (event) => {
+    if (!start) return;
+    const dx = event.clientX - start.x, dy = event.clientY - start.y;
+    if (!dragged && Math.abs(dx) + Math.abs(dy) < 4) return;
+    if (!dragged) { dragged = true; svg.setPointerCapture(start.id); svg.classList.add("panning"); }
+    view.x = start.vx + dx;
+    view.y = start.vy + dy;
+    apply();
+  });
+  const stop = () => { start = null; svg.classList.remove("panning"); };
+  svg.addEventListener("pointerup", stop);
+  svg.addEventListener("pointercancel", stop);
+  svg.addEventListener("click", (event) => {
+    if (dragged) { event.stopPropagation(); event.preventDefault(); dragged = false; }
+  }, true);
+  return { fit, resize: (s) => { size = s; fit(); } };
 }
 
 function setupRun() {
   const svg = document.getElementById("dag");
   if (!svg) return;
   const runId = svg.dataset.run;
-  let run = null, selected = null;
+  const view = setupView(svg);
+  view.fit();
+  let run = null, selected = null, collapsed = null, drawn = "";
   const iterations = svg.dataset.iterations || "";
   const open = (t) => { selected = t.name; showTask(runId, t); };
   // A click before the run's JSON has arrived is kept and answered once it has.
@@ -155,29 +296,38 @@ function setupRun() {
   };
   const bind = () => {
     for (const g of svg.querySelectorAll("g.node")) {
-      g.onclick = () => choose(g.dataset.task);
+      g.onclick = () => (g.dataset.expands ? toggle(g.dataset.expands) : choose(g.dataset.task));
       g.onkeydown = (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); g.onclick(); } };
+      g.classList.toggle("selected", g.dataset.task === selected);
     }
   };
-  let laidOut = false;
+  // A new shape (a group opened or closed, a loop's iterations now known) is fitted to the
+  // view again; new states keep the view the user chose.
+  const redraw = (refit) => {
+    const size = drawGraph(svg, run.graph, collapsed, toggle);
+    if (size && refit) view.resize(size);
+    bind();
+  };
+  function toggle(gid) {
+    if (collapsed.has(gid)) collapsed.delete(gid); else collapsed.add(gid);
+    redraw(true);
+  }
+  const known = new Set();
   const refresh = async () => {
     const query = iterations ? `?iterations=${encodeURIComponent(iterations)}` : "";
     run = await getJSON(`/api/v1/runs/${encodeURIComponent(runId)}${query}`);
-    if (!laidOut) { laidOut = true; relayout(svg, run.graph); }
-    const names = run.tasks.map((t) => t.name).join("|");
-    const nodes = run.graph.nodes.map((n) => n.name).join("|");
-    // New tasks, or other iterations drawn (one failed, say): lay the graph out again.
-    if (names !== svg.dataset.tasks || (svg.dataset.nodes && nodes !== svg.dataset.nodes)) { location.reload(); return; }
-    if (pending !== null) { const name = pending; pending = null; choose(name); }
-    for (const n of run.graph.nodes) {
-      const g = svg.querySelector(`g.node[data-task="${CSS.escape(n.name)}"]`);
-      if (!g) continue;
-      const more = n.kind === "more";
-      g.setAttribute("class", `node${more ? " more" : ""} ${n.state}${n.name === selected ? " selected" : ""}`);
-      g.querySelector(".node-state").textContent = more
-        ? Object.entries(n.states).map(([s, k]) => `${k} ${s}`).join(" · ")
-        : n.state;
+    // Groups start as the server suggests; one the user opened or closed stays so.
+    collapsed = collapsed || new Set();
+    for (const g of run.graph.groups) {
+      if (!known.has(g.id) && g.collapsed) collapsed.add(g.id);
+      known.add(g.id);
     }
+    const shape = JSON.stringify([run.graph.nodes.map((n) => n.name), run.graph.groups.map((g) => g.id)]);
+    const states = JSON.stringify(run.graph.nodes.map((n) => [n.state, n.duration_s]));
+    if (shape !== drawn) { drawn = shape; svg.dataset.drawnStates = states; redraw(true); }
+    else if (states !== svg.dataset.drawnStates) { svg.dataset.drawnStates = states; redraw(false); }
+    svg.dataset.ready = "true";
+    if (pending !== null) { const name = pending; pending = null; choose(name); }
     const state = document.getElementById("run-state");
     state.textContent = run.state;
     state.className = `state ${run.state}`;
