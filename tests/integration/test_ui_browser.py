@@ -115,7 +115,10 @@ def test_run_page_draws_the_graph_and_shows_a_task(
     for task in run["tasks"]:
         node = page.locator(f'svg#dag g.node[data-task="{task["name"]}"]')
         expect(node).to_have_class(re.compile(r"\bSUCCEEDED\b"), timeout=TIMEOUT_MS)
-        expect(node.locator(".node-state")).to_have_text("SUCCEEDED", timeout=TIMEOUT_MS)
+        # The state, and how long the task ran.
+        expect(node.locator(".node-state")).to_have_text(
+            re.compile(r"^SUCCEEDED · [0-9.]+ s$"), timeout=TIMEOUT_MS
+        )
         expect(node).to_be_visible(timeout=TIMEOUT_MS)
     # The succeeded colour (green, style.css) is applied, not the grey of a pending node.
     fills = page.locator("svg#dag g.node rect").evaluate_all(
@@ -245,10 +248,12 @@ def test_a_loop_is_a_box_of_iteration_boxes_with_the_rest_folded(
     page.goto(f"/runs/{loop_run['run_id']}")
     expect(page.locator("#run-state")).to_have_text("FAILED", timeout=TIMEOUT_MS)
     loop = page.locator('svg#dag g.group.loop[data-group="for-loop-2"]')
-    expect(loop.locator("text")).to_have_text("for-loop-2 (12 iterations)", timeout=TIMEOUT_MS)
+    expect(loop.locator(".group-label")).to_have_text(
+        "▾ for-loop-2 (12 iterations)", timeout=TIMEOUT_MS
+    )
     # Five iterations drawn: the failed one (9) although it is past the first five.
-    labels = page.locator("svg#dag g.group.iteration text")
-    expect(labels).to_have_text(["#0: 0", "#1: 1", "#2: 2", "#3: 3", "#9: 9"], timeout=TIMEOUT_MS)
+    labels = page.locator("svg#dag g.group.iteration .group-label")
+    expect(labels).to_have_text([f"▾ x={i}" for i in (0, 1, 2, 3, 9)], timeout=TIMEOUT_MS)
     loop_box = loop.locator("rect").bounding_box()
     for i in (0, 1, 2, 3, 9):
         box = page.locator(f'svg#dag g.group[data-group="for-loop-2[{i}]"] rect').bounding_box()
@@ -257,7 +262,9 @@ def test_a_loop_is_a_box_of_iteration_boxes_with_the_rest_folded(
             node = page.locator(f'svg#dag g.node[data-task="{task}[{i}]"]')
             state = "FAILED" if (task, i) == ("check", 9) else "SUCCEEDED"
             expect(node).to_have_class(re.compile(rf"\b{state}\b"), timeout=TIMEOUT_MS)
-            expect(node.locator(".node-state")).to_have_text(state, timeout=TIMEOUT_MS)
+            expect(node.locator(".node-state")).to_have_text(
+                re.compile(rf"^{state} · [0-9.]+ s$"), timeout=TIMEOUT_MS
+            )
             assert within(node.bounding_box(), box), (task, i)
     fills = page.locator('svg#dag g.node[data-task="check[9]"] rect').evaluate_all(
         "rs => rs.map(r => getComputedStyle(r).fill)"

@@ -162,8 +162,9 @@ def _count_text(count: int | None) -> str:
 
 
 def collapse_defaults(groups: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
-    """Add to each group `nodes` (how many nodes it holds, at any depth), `states` (their
-    states counted) and `collapsed`, whether the page draws it collapsed at first.
+    """Add to each group `nodes` (how many nodes it holds, at any depth), `tasks` and
+    `states` (the tasks they stand for, and their states counted), `state` (the worst of
+    those) and `collapsed`, whether the page draws it collapsed at first.
 
     A group holding more than `COLLAPSE_OVER` nodes is collapsed; then, while fewer than
     `MIN_SHOWN` nodes would show (a run that is one big nested pipeline, say), the largest
@@ -171,12 +172,15 @@ def collapse_defaults(groups: list[dict[str, Any]], nodes: list[dict[str, Any]])
     """
     by_id = {g["id"]: g for g in groups}
     for group in groups:
-        group.update(nodes=0, states=Counter(), collapsed=False)
+        group.update(nodes=0, tasks=0, states=Counter(), collapsed=False)
     for node in nodes:
+        # A "+K more" node counts as one node, and as the tasks it stands for.
+        states = Counter(node.get("states") or {node["state"]: 1})
         gid = node.get("group", "")
         while gid in by_id:
             by_id[gid]["nodes"] += 1
-            by_id[gid]["states"][node["state"]] += 1
+            by_id[gid]["tasks"] += sum(states.values())
+            by_id[gid]["states"].update(states)
             gid = by_id[gid]["parent"]
     for group in groups:
         group["collapsed"] = group["nodes"] > COLLAPSE_OVER

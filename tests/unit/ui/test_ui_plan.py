@@ -167,7 +167,9 @@ def test_a_finished_run_draws_durations_labels_and_condition_states(
     )
     assert groups["condition-6"]["state"] == "SUCCEEDED"
     # Five of the ten squares' iterations and a "+5 more" node: 11 nodes, collapsed.
-    assert (groups["for-loop-3"]["nodes"], groups["for-loop-3"]["collapsed"]) == (11, True)
+    loop = groups["for-loop-3"]
+    assert (loop["nodes"], loop["tasks"], loop["collapsed"]) == (11, 20, True)
+    assert loop["states"] == {"SUCCEEDED": 20}
     assert not groups["for-loop-1"]["collapsed"]
 
 

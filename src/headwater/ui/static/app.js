@@ -161,7 +161,7 @@ function drawNode(n, x, y) {
     : n.kind === "more" ? `${n.label} (${n.tasks.length} tasks: ${statesText(n.states)}); click to list them` : n.name;
   const label = n.kind === "collapsed" ? `▸ ${n.label}` : n.kind === "more" ? n.label : shortName(n.name);
   g.append(svgEl("rect", { width: 180, height: 44, rx: 6 }),
-    svgEl("text", { x: 90, y: 19, "text-anchor": "middle", class: "node-label" }, wrapLabel(label, 27, 1)[0]),
+    svgEl("text", { x: 90, y: 19, "text-anchor": "middle", class: "node-label" }, wrapLabel(label, 30, 1)[0]),
     svgEl("text", { x: 90, y: 35, "text-anchor": "middle", class: "node-state" }, wrapLabel(nodeStatus(n), 32, 1)[0]),
     svgEl("title", {}, title));
   return g;
@@ -185,10 +185,11 @@ function drawGraph(svg, graph, collapsed, onToggle) {
     const label = svgEl("text", { x: grp.x + 8, y: grp.y + 14, class: "group-label", tabindex: 0 });
     label.append(svgEl("tspan", { class: "toggle" }, "▾ "));
     lines.forEach((line, i) => label.append(svgEl("tspan", i ? { x: grp.x + 20, dy: 13 } : {}, line)));
-    label.append(svgEl("title", {}, `${grp.label} (${info.nodes} tasks: ${statesText(info.states)}); click to collapse`));
+
     label.addEventListener("click", (event) => { event.stopPropagation(); onToggle(grp.id); });
     label.addEventListener("keydown", (event) => { if (event.key === "Enter") onToggle(grp.id); });
-    box.append(svgEl("rect", { x: grp.x, y: grp.y, width: grp.width, height: grp.height, rx: 8 }), label);
+    box.append(svgEl("rect", { x: grp.x, y: grp.y, width: grp.width, height: grp.height, rx: 8 }), label,
+      svgEl("title", {}, `${grp.label} (${info.tasks} tasks: ${statesText(info.states)}); click its title to fold it`));
     if (grp.kind === "condition") {
       const taken = info.state !== "SKIPPED" && info.state !== "NOT_RUN";
       const badge = svgEl("text", { x: grp.x + grp.width - 8, y: grp.y + 14, "text-anchor": "end", class: "badge" },

@@ -27,7 +27,7 @@ function visibleGraph(graph, collapsed) {
     made.add(h);
     const g = groups.get(h);
     nodes.push({ name, kind: "collapsed", group: g.parent, groupId: h, label: g.label, groupKind: g.kind,
-      state: g.state, states: g.states, count: g.nodes });
+      state: g.state, states: g.states, count: g.tasks });
   }
   const seen = new Set();
   const edges = [];

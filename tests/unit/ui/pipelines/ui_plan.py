@@ -36,8 +36,8 @@ def check(value: int) -> int:
 
 
 @dsl.component
-def report(text: str) -> str:
-    return text
+def report(text: str, score: float) -> str:
+    return f"{text}: {score}"
 
 
 @dsl.pipeline
@@ -49,7 +49,7 @@ def ui_plan(n: int = 3, seconds: float = 0.0, mode: str = "fast") -> float:
     with dsl.ParallelFor(list(range(10))) as x:
         check(value=square(x=x).output)
     with dsl.If(mode == "fast"):
-        report(text="fast")
+        report(text="fast", score=top.output)
     with dsl.Else():
-        report(text="slow")
+        report(text="slow", score=top.output)
     return top.output
