@@ -109,9 +109,11 @@ def get_run(request: Request, run_id: str, iterations: int = _ITERATIONS) -> dic
 
 @router.get("/runs/{run_id}/graph", summary="A run's task graph with its groups")
 def get_graph(request: Request, run_id: str, iterations: int = _ITERATIONS) -> dict[str, Any]:
-    """Nodes (tasks, and "+K more" nodes standing for a loop's folded iterations) with their
-    states and groups, edges, and the groups: nested pipelines, loops (labelled with their
-    number of iterations) and iterations (labelled with their index and literal item)."""
+    """Nodes (the run's plan: tasks recorded and, `planned`, still to start; and "+K more"
+    nodes standing for a loop's folded iterations) with their states, durations and groups,
+    edges, and the groups: nested pipelines, loops (labelled with their number of
+    iterations), iterations (labelled with their item) and conditions (with their test),
+    each with the tasks it holds by state and whether the page draws it `collapsed` at first."""
     graph: dict[str, Any] = data.run_view(run_id, metadata=_store(request), iterations=iterations)[
         "graph"
     ]

@@ -226,3 +226,59 @@ def test_nested_loops_and_a_pipeline_in_a_loop_nest_their_groups(store: Store) -
     assert inside(laid["nodes"]["add[1][0]"], boxes[f"{inner}[0]"])
     assert inside(boxes[f"{inner}[0]"], boxes[inner]) and inside(boxes[inner], boxes["for-loop-2"])
     assert inside(laid["nodes"]["scale.add[2]"], boxes["for-loop-6[2].scale"])
+
+
+VISIBLE_SCRIPT = """
+const fs = require("fs"), vm = require("vm");
+const ctx = { structuredClone, console };
+ctx.window = ctx;
+vm.createContext(ctx);
+for (const f of process.argv.slice(1, 3)) vm.runInContext(fs.readFileSync(f, "utf8"), ctx);
+const graph = JSON.parse(fs.readFileSync(0, "utf8"));
+const shown = vm.runInContext("visibleGraph", ctx)(graph, new Set(["loop"]));
+const laid = vm.runInContext("layoutGraph", ctx)(ctx.dagre, shown, 180, 44);
+process.stdout.write(JSON.stringify({ shown, laid }));
+"""
+
+
+def test_a_collapsed_group_is_one_node_in_the_layout() -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed")
+    graph = {
+        "nodes": [
+            {"name": "first", "group": "", "state": "SUCCEEDED"},
+            *({"name": f"t[{i}]", "group": f"loop[{i}]", "state": "RUNNING"} for i in range(3)),
+            {"name": "last", "group": "", "state": "PENDING"},
+        ],
+        "edges": [
+            *({"from": "first", "to": f"t[{i}]"} for i in range(3)),
+            *({"from": f"t[{i}]", "to": "last"} for i in range(3)),
+        ],
+        "groups": [
+            {"id": "loop", "parent": "", "label": "loop (3 iterations)", "kind": "loop",
+             "state": "RUNNING", "states": {"RUNNING": 3}, "tasks": 3, "nodes": 3},
+            *({"id": f"loop[{i}]", "parent": "loop", "label": f"x={i}", "kind": "iteration"}
+              for i in range(3)),
+        ],
+    }  # fmt: skip
+    done = subprocess.run(
+        [node, "-e", VISIBLE_SCRIPT, *(str(STATIC / f) for f in FILES)],
+        input=json.dumps(graph),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    out = json.loads(done.stdout)
+    shown, laid = out["shown"], out["laid"]
+    names = [n["name"] for n in shown["nodes"]]
+    assert names == ["first", "collapsed:loop", "last"]
+    assert shown["nodes"][1]["count"] == 3 and shown["nodes"][1]["state"] == "RUNNING"
+    assert {(e["from"], e["to"]) for e in shown["edges"]} == {
+        ("first", "collapsed:loop"),
+        ("collapsed:loop", "last"),
+    }
+    assert shown["groups"] == [] and laid["groups"] == []
+    pos = laid["nodes"]
+    assert pos["first"]["y"] < pos["collapsed:loop"]["y"] < pos["last"]["y"]
