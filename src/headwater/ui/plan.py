@@ -127,7 +127,12 @@ class _Walker:
         # recorded tasks are iterations of this loop.
         once = Plan()
         self.walk(body, prefix, indices, gid, [*path, gid], once)
-        count = len(items) if items is not None else self.recorded_count(once, indices)
+        if any(name in self.recorded for name in once.tasks):
+            count: int | None = 0  # skipped (a condition not taken) or over nothing
+        elif items is not None:
+            count = len(items)
+        else:
+            count = self.recorded_count(once, indices)
         group["iterations"] = count
         if not count:
             plan.tasks.update(once.tasks)
@@ -181,9 +186,7 @@ class _Walker:
             for base, found in self.indexed
             if base in bases and len(found) > depth and found[:depth] == indices
         ]
-        if seen:
-            return max(seen) + 1
-        return 0 if any(n in self.recorded for n in once.tasks) else None
+        return max(seen) + 1 if seen else None
 
     def iteration_label(
         self, index: int, bound: list[tuple[str, str, str]], prefix: str, indices: tuple[int, ...]

@@ -61,9 +61,13 @@ def test_without_the_items_the_recorded_iterations_count_and_label(ir: dict[str,
     plan = plan_run(ir, recorded, {})
     assert plan.groups["for-loop-1"]["iterations"] == 2
     assert [plan.groups[f"for-loop-1[{i}]"]["label"] for i in range(2)] == ["lr=0.5", "lr=0.25"]
-    # A loop over nothing: its tasks are recorded (SKIPPED) without an index.
+    # A loop over nothing: its tasks are planned (and recorded, SKIPPED) without an index.
     empty = plan_run(ir, {"make-rates": {"inputs": {}, "outputs": {"Output": []}}}, {})
     assert empty.groups["for-loop-1"]["iterations"] == 0 and "train" in empty.tasks
+    # So is a loop over a literal list in a branch not taken: the record says so.
+    skipped = plan_run(ir, {"square": {"inputs": {}, "outputs": {}}}, {})
+    assert skipped.groups["for-loop-3"]["iterations"] == 0
+    assert "square" in skipped.tasks and "square[0]" not in skipped.tasks
 
 
 @pytest.mark.parametrize(
