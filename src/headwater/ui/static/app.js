@@ -176,6 +176,11 @@ function drawGraph(svg, graph, collapsed, onToggle) {
   const laid = layoutGraph(window.dagre, shown, 180, 44);
   const port = svg.querySelector("#viewport");
   port.replaceChildren();
+  // Edges first: a box's title (haloed, style.css) reads over the edges that cross it.
+  for (const e of laid.edges) {
+    port.append(svgEl("polyline", { class: "edge", fill: "none", "marker-end": "url(#arrow)",
+      points: e.points.map((p) => p.join(",")).join(" ") }));
+  }
   const depth = (g) => g.id.split(".").length + (g.kind === "iteration" ? 0.5 : 0);
   for (const grp of [...laid.groups].sort((a, b) => depth(a) - depth(b))) {
     const info = shown.groups.find((x) => x.id === grp.id) || {};
@@ -197,10 +202,6 @@ function drawGraph(svg, graph, collapsed, onToggle) {
       box.append(badge);
     }
     port.append(box);
-  }
-  for (const e of laid.edges) {
-    port.append(svgEl("polyline", { class: "edge", fill: "none", "marker-end": "url(#arrow)",
-      points: e.points.map((p) => p.join(",")).join(" ") }));
   }
   for (const n of shown.nodes) {
     const p = laid.nodes[n.name];
