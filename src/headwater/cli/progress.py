@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
+from headwater.config import home_command
 from headwater.engine.hooks import RunHooks
 from headwater.task import TaskState
 
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
     from headwater.task import Launch
 
 LOG_TAIL_LINES = 20
+#: The IR component name of `headwater.components.registry.register_model` (KFP adds "-2",
+#: "-3" to a second and third use in one pipeline).
+REGISTER_COMPONENT = "comp-register-model"
 #: How much of a task log `-v` reads at a time, and at most per task per tick while the task
 #: runs (the rest follows on later ticks, and all of it when the task ends): memory stays
 #: bounded whatever a task prints, and a chatty task cannot hold up the engine's loop.
@@ -39,9 +43,10 @@ def log_tail(path: str | None, lines: int = LOG_TAIL_LINES) -> list[str]:
 class ConsoleReporter(RunHooks):
     """Report a run on a stream (stderr by default).
 
-    On a TTY one status line is redrawn in place: counts of tasks by state, elapsed time and
-    the names of running tasks. Elsewhere each task start and end is one plain line. With
-    `verbose`, task output is streamed as it is written, each line prefixed by the task name.
+    Each task start and end is one plain line, and the end of the run names the models it
+    registered. On a TTY one status line below them is redrawn in place too: counts of tasks
+    by state, elapsed time and the names of running tasks. With `verbose`, task output is
+    streamed as it is written, each line prefixed by the task name.
     """
 
     def __init__(
@@ -53,6 +58,8 @@ class ConsoleReporter(RunHooks):
         self._started = time.monotonic()
         self._logs: dict[str, _LogFollower] = {}
         self._status_shown = False
+        #: "NAME:VERSION" of each model a `register_model` task of the run registered.
+        self._registered: list[str] = []
 
     def _write(self, line: str) -> None:
         if self._status_shown:
@@ -71,18 +78,19 @@ class ConsoleReporter(RunHooks):
     def before_task(self, *, run: Run, launch: Launch) -> None:
         if self.verbose:
             self._logs[launch.name] = _LogFollower(str(launch.log_path))
-        if not self.live:
-            attempt = f" (attempt {launch.attempt})" if launch.attempt > 1 else ""
-            self._write(f"  started   {launch.name}{attempt}")
+        attempt = f" (attempt {launch.attempt})" if launch.attempt > 1 else ""
+        self._write(f"  started   {launch.name}{attempt}")
 
     def after_task(self, *, run: Run, task: TaskRun, state: TaskState) -> None:
         self._stream_log(task.name, final=True)
         took = ""
         if task.started_at is not None:
             took = f" in {time.time() - task.started_at:.2f}s"
+        if state is TaskState.SUCCEEDED:
+            self._note_registration(task)
         if task.cached:
             self._write(f"  cached    {task.name}")
-        elif state is TaskState.SUCCEEDED and not self.live:
+        elif state is TaskState.SUCCEEDED:
             self._write(f"  succeeded {task.name}{took}")
         elif state is TaskState.FAILED:
             err = task.error
@@ -139,8 +147,22 @@ class ConsoleReporter(RunHooks):
         counts = run.counts()
         shown = ", ".join(f"{v} {k.lower()}" for k, v in counts.items() if v)
         self._write(f"headwater: run {run.run_id} {run.state} in {run.duration:.2f}s ({shown})")
+        for model in self._registered:
+            serve = home_command("serve", model)
+            self._write(f"headwater: registered model {model}; serve it with: {serve}")
         if run.state == "INTERRUPTED":
-            self._write(f"headwater: resume it with: headwater run --resume {run.run_id}")
+            resume = home_command("run", "--resume", run.run_id)
+            self._write(f"headwater: resume it with: {resume}")
+
+    def _note_registration(self, task: TaskRun) -> None:
+        """Remember the model a `register_model` task registered (its `name`, `version`)."""
+        if not task.component.name.startswith(REGISTER_COMPONENT):
+            return
+        name, version = task.outputs.parameters.get("name"), task.outputs.parameters.get("version")
+        if isinstance(name, str) and isinstance(version, int):
+            model = f"{name}:{version}"
+            if model not in self._registered:
+                self._registered.append(model)
 
 
 class _LogFollower:
