@@ -40,6 +40,7 @@ __all__ = [
     "ModelRecord",
     "RunRecord",
     "SqlMetadataStore",
+    "follow_home",
     "is_default_store",
     "open_reader",
     "open_store",
@@ -70,6 +71,7 @@ def open_store(url: str | None = None) -> MetadataStore:
                 f"cannot create HEADWATER_HOME {str(config.home())!r}: {exc.strerror}: "
                 "set HEADWATER_HOME to a writable directory"
             ) from exc
+    follow_home(url)
     return SqlMetadataStore(url)
 
 
@@ -96,11 +98,25 @@ def open_reader(url: str | None = None) -> MetadataStore | None:
     path = sqlite_file(url)
     if path is not None and not path.exists() and is_default_store(url):
         return None
+    follow_home(url)
     store = SqlMetadataStore(url, read_only=True)
     if not store.has_schema:
         store.close()
         return None
     return store
+
+
+def follow_home(url: str) -> None:
+    """If `url` is the default store and its `HEADWATER_HOME` was moved or copied, rewrite
+    the paths it records under the old place (`headwater.metadata.relocate`). The one write
+    a reader may make: without it, nothing the store names could be found."""
+    from headwater import config
+    from headwater.metadata.connect import sqlite_file
+    from headwater.metadata.relocate import follow_home as follow
+
+    path = sqlite_file(url)
+    if path is not None and is_default_store(url):
+        follow(config.home(), path)
 
 
 def is_default_store(url: str) -> bool:
