@@ -44,8 +44,14 @@ _JSON = (
 )
 
 
-def follow_home(home: Path, database: Path) -> str | None:
+def follow_home(home: Path, database: Path, *, note_unmoved: bool = True) -> str | None:
     """Rewrite the paths of the store `database` in `home` if the home was moved.
+
+    Args:
+        home: Where the home is now.
+        database: Its store's SQLite file.
+        note_unmoved: Write the note where it is missing or stale though nothing moved (a
+            command that only reads writes nothing then).
 
     Returns:
         The path the home was moved from, or None when it was not.
@@ -63,7 +69,8 @@ def follow_home(home: Path, database: Path) -> str | None:
     if recorded == current:
         return None
     if not database.is_file():
-        _write_note(note, current)
+        if note_unmoved:
+            _write_note(note, current)
         return None
     try:
         conn = sqlite3.connect(database, timeout=30)
@@ -82,7 +89,8 @@ def follow_home(home: Path, database: Path) -> str | None:
         ) from exc
     finally:
         conn.close()
-    _write_note(note, current)
+    if (old and old != current) or note_unmoved:
+        _write_note(note, current)
     return old if old and old != current else None
 
 
