@@ -3,59 +3,28 @@ and `lineage` text, each through the real `headwater` command in a subprocess.""
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import select
 import shlex
-import subprocess
-import time
 
 import pytest
-from cli_harness import Cli, pipeline
+from cli_harness import Cli, pipeline, run_in_pty
 
 pytestmark = pytest.mark.integration
 
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def run_on_a_terminal(cli: Cli, *args: str, timeout: float = 120) -> tuple[int, list[str]]:
-    """`headwater ARGS` with stdin, stdout and stderr on a pseudo-terminal: its exit code and
-    the lines a person would see (status-line redraws resolved, escape codes removed)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        cli.argv(*args), stdin=slave, stdout=slave, stderr=slave, env=cli.env, cwd=cli.cwd
-    )
-    os.close(slave)
-    data = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.5)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: every writer of the terminal is gone
-                    break
-                if not chunk:
-                    break
-                data += chunk
-            elif proc.poll() is not None:
-                break
-        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-    text = _ESCAPES.sub("", data.decode("utf-8", "replace")).replace("\r\n", "\n")
-    # A status line is redrawn with "\r": what stays on screen is the text after the last one.
-    return code, [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+def screen_lines(output: str) -> list[str]:
+    """The lines a person sees in terminal `output`: each status-line redraw ("\\r") resolved
+    to what stays on screen, escape codes removed."""
+    text = _ESCAPES.sub("", output).replace("\r\n", "\n")
+    return [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
 
 
 @pytest.mark.timeout(180)
 def test_a_terminal_shows_every_task_that_ran_and_the_model_registered(headwater: Cli) -> None:
-    code, lines = run_on_a_terminal(headwater, "run", pipeline("models_register"))
+    code, output = run_in_pty(headwater, "run", pipeline("models_register"), timeout=120)
+    lines = screen_lines(output)
     assert code == 0, lines
     for task in ("train", "evaluate", "register-model"):
         assert any(re.fullmatch(rf"  succeeded {task} in [0-9.]+s", x) for x in lines), lines
