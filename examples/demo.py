@@ -15,6 +15,7 @@ from pathlib import Path
 
 import headwater
 from headwater.cli.progress import ConsoleReporter
+from headwater.config import home_command
 
 PIPELINE = Path(__file__).with_name("higgs_xgboost.py")
 #: The order the summary lists the stages in.
@@ -49,7 +50,7 @@ def main() -> int:
         error = run.error
         if error is not None:
             print(f"  failed: {error.task or 'run'}: {error.error_type}: {error.message}")
-        print(f"  see: headwater runs show {run.run_id}")
+        print(f"  see: {home_command('runs', 'show', run.run_id)}")
         return 1
     print(f"  test AUC: {run.outputs['Output']:.4f}")
     print("  stages:")
@@ -74,14 +75,33 @@ def main() -> int:
             f"  registered model: {model.name} v{model.version} ({model.framework}, stage "
             f"{model.stage}) at {model.uri}"
         )
-    print("  next:")
-    print(f"    headwater runs show {run.run_id}            # tasks, inputs, outputs, logs")
+    # Each next step as it works when pasted: with HEADWATER_HOME set first when `make demo`
+    # set it for this process alone.
+    steps = [(home_command("runs", "show", run.run_id), "tasks, inputs, outputs, logs")]
     if models:
-        print(f"    headwater lineage {models[0].uri}   # what data and code made the model")
-        print(f"    headwater models promote higgs-xgboost {models[0].version} --stage production")
-        print(f"    headwater serve higgs-xgboost:{models[0].version}   # KServe V1, V2 on :8080")
-    print("    headwater models list")
-    print("    headwater ui                    # runs, the graph, artifacts and lineage")
+        model = f"{models[0].name}:{models[0].version}"
+        steps += [
+            (home_command("lineage", model), "what data, code and parameters made the model"),
+            (
+                home_command(
+                    "models",
+                    "promote",
+                    models[0].name,
+                    str(models[0].version),
+                    "--stage",
+                    "production",
+                ),
+                "",
+            ),
+            (home_command("serve", model), "KServe V1, V2 on :8080"),
+        ]
+    steps += [
+        (home_command("models", "list"), ""),
+        (home_command("ui"), "runs, the graph, artifacts and lineage"),
+    ]
+    print("  next:")
+    for command, what in steps:
+        print(f"    {command}" + (f"   # {what}" if what else ""))
     return 0
 
 

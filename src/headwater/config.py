@@ -33,6 +33,7 @@ __all__ = [
     "ddp_start_timeout_s",
     "envs_dir",
     "home",
+    "home_command",
     "metadata_url",
     "pipeline_root",
     "rmm_pool_size",
@@ -94,6 +95,23 @@ def home() -> Path:
     """`HEADWATER_HOME`, default `~/.headwater`: runs, logs, artifacts and caches live here."""
     value = os.environ.get(HOME_ENV)
     return Path(value).expanduser() if value else Path.home() / ".headwater"
+
+
+def home_command(*words: str) -> str:
+    """A `headwater` command line to print as a next step, that works when pasted.
+
+    `words` follow `headwater`, each quoted for a POSIX shell. When `HEADWATER_HOME` is set
+    to another place than the default, the line sets it first
+    (`HEADWATER_HOME=.headwater-demo headwater serve higgs-xgboost:1`): the process that
+    prints it may have had it set for it alone, as `make demo` does, not in the user's shell.
+    """
+    import shlex
+
+    line = shlex.join(["headwater", *words])
+    value = os.environ.get(HOME_ENV, "").strip()
+    if value and Path(value).expanduser() != Path.home() / ".headwater":
+        line = f"{HOME_ENV}={shlex.quote(value)} {line}"
+    return line
 
 
 def pipeline_root() -> str:

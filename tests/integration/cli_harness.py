@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import pty
+import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 import zipfile
 from collections.abc import Callable
@@ -178,6 +183,38 @@ def kill_leftovers(proc: subprocess.Popen[Any], task_pid: int | None = None) -> 
     if task_pid is not None and not process_gone(task_pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(task_pid, signal.SIGKILL)
+
+
+def run_in_pty(cli: Cli, *args: str, timeout: float = 30) -> tuple[int, str]:
+    """Run the CLI with a pseudo-terminal as stdin, stdout and stderr; return (exit, output)."""
+    master, slave = pty.openpty()
+    # 40 rows x 160 columns: a fresh pty reports 0 x 0, which no real terminal does.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    proc = subprocess.Popen(
+        cli.argv(*args), stdin=slave, stdout=slave, stderr=slave, env=cli.env, cwd=cli.cwd
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                pytest.fail(f"no EOF on the pty after {timeout}s; output so far: {chunks!r}")
+            readable, _, _ = select.select([master], [], [], 0.2)
+            if not readable:
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every holder of the slave end has closed it
+                break
+            if not data:
+                break
+            chunks.append(data)
+        returncode = proc.wait(timeout=10)
+    finally:
+        os.close(master)
+        kill_leftovers(proc)
+    return returncode, b"".join(chunks).decode("utf-8", "replace")
 
 
 def build_wheel(directory: Path, value: str) -> Path:

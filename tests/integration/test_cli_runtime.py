@@ -7,21 +7,14 @@ interpreter) with HEADWATER_HOME in the test's tmp_path; the pipelines live in
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import json
-import os
-import pty
 import re
-import select
 import shutil
 import signal
 import sqlite3
-import struct
 import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +27,7 @@ from cli_harness import (
     pipeline,
     process_gone,
     run_failed,
+    run_in_pty,
     run_ok,
     task_states,
     wait_for,
@@ -66,38 +60,6 @@ def overlapping(spans: dict[str, Span]) -> list[tuple[str, str]]:
         for (a, (a0, a1)), (b, (b0, b1)) in itertools.combinations(sorted(spans.items()), 2)
         if max(a0, b0) < min(a1, b1)
     ]
-
-
-def run_in_pty(cli: Cli, *args: str, timeout: float = 30) -> tuple[int, str]:
-    """Run the CLI with a pseudo-terminal as stdin, stdout and stderr; return (exit, output)."""
-    master, slave = pty.openpty()
-    # 40 rows x 160 columns: a fresh pty reports 0 x 0, which no real terminal does.
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-    proc = subprocess.Popen(
-        cli.argv(*args), stdin=slave, stdout=slave, stderr=slave, env=cli.env, cwd=cli.cwd
-    )
-    os.close(slave)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            if time.monotonic() > deadline:
-                pytest.fail(f"no EOF on the pty after {timeout}s; output so far: {chunks!r}")
-            readable, _, _ = select.select([master], [], [], 0.2)
-            if not readable:
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: every holder of the slave end has closed it
-                break
-            if not data:
-                break
-            chunks.append(data)
-        returncode = proc.wait(timeout=10)
-    finally:
-        os.close(master)
-        kill_leftovers(proc)
-    return returncode, b"".join(chunks).decode("utf-8", "replace")
 
 
 # --- console output and logs -----------------------------------------------------------------
@@ -159,8 +121,9 @@ def test_tty_status_line(headwater: Cli) -> None:
     assert any(re.search(first_running, s) for s in status), status
     assert any(re.search(second_running, s) for s in status), status
     assert all(re.match(r"\[\s*\d+\.\ds\] ([a-z]+=\d+ ?)+", s) for s in status), status
-    # A terminal gets no per-task "started" lines; the final summary is still printed.
-    assert "started   nap-first" not in output
+    # A terminal gets the lines any stream gets, each task's start and end, above the status.
+    assert "  started   nap-first\r\n" in output, output
+    assert re.search(r"  succeeded nap-second in \d+\.\d+s\r\n", output), output
     assert re.search(r"headwater: run \S+ SUCCEEDED in \d+\.\d+s \(2 succeeded\)", output)
     assert "Output = 0.6" in output
 

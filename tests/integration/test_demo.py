@@ -31,6 +31,29 @@ def _demo(home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _paste_next_steps(stdout: str, home: Path, cwd: Path) -> None:
+    """Each next step the demo prints works pasted into a shell that has no HEADWATER_HOME
+    (`make demo` sets it for the demo alone); the servers (`serve`, `ui`) are started with
+    `--help` instead, to check that their line parses."""
+    steps = stdout.split("  next:\n", 1)[1].splitlines()
+    commands = [line.split("   # ")[0].strip() for line in steps if line.startswith("    ")]
+    assert len(commands) == 6, stdout
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+    bin_dir = str(Path(sys.executable).parent)  # where `headwater` is installed
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    for command in commands:
+        assert command.startswith(f"HEADWATER_HOME={home} headwater "), command
+        if " serve " in command or command.endswith(" ui"):
+            command += " --help"
+        done = subprocess.run(
+            command, shell=True, env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, f"{command}\n{done.stdout}{done.stderr}"
+        assert "no runs" not in done.stderr and "no models" not in done.stderr, done.stderr
+    lineage = next(c for c in commands if " lineage " in c)
+    assert lineage.endswith(" lineage higgs-xgboost:1"), lineage
+
+
 # An end-to-end pipeline: ~30-60 s here, and CI machines under load were 3.5x slower.
 @pytest.mark.timeout(360)
 def test_demo_trains_registers_and_is_cached_the_second_time(tmp_path: Path) -> None:
@@ -44,6 +67,7 @@ def test_demo_trains_registers_and_is_cached_the_second_time(tmp_path: Path) -> 
     assert "registered model: higgs-xgboost v1 (xgboost" in first.stdout
     assert "headwater models promote higgs-xgboost 1 --stage production" in first.stdout
     assert "headwater serve higgs-xgboost:1" in first.stdout
+    _paste_next_steps(first.stdout, home, tmp_path)
 
     second = _demo(home, tmp_path)
     assert second.returncode == 0, second.stdout + second.stderr

@@ -5,6 +5,7 @@ failed whole and of a bad schedule, and the digits example at its smallest."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ def _tasks(cli: Cli, run_id: str) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.timeout(360)  # CI machines under load were 3.5x slower than this one
 def test_two_rounds_go_on_past_a_failed_trial_and_return_the_best(tuner: Cli) -> None:
-    result = run_ok(tuner.run("hpo_quadratic"))
+    made = tuner.run("hpo_quadratic")
+    result = run_ok(made)
     assert task_states(result) == {
         name: "SUCCEEDED"
         for name in (
@@ -37,8 +39,26 @@ def test_two_rounds_go_on_past_a_failed_trial_and_return_the_best(tuner: Cli) ->
             "quadratic-trial-2[0]",
             "quadratic-trial-2[1]",
             "complete-trials-2",
+            # Round 3 is built into the pipeline, but the run asks for 2: it passes through.
+            "suggest-trials-3",
+            "complete-trials-3",
         )
-    }
+    } | {"quadratic-trial-3": "SKIPPED"}
+    # Each round says where the tuning stands; the round not asked for is neither listed nor
+    # counted, as pending or as succeeded.
+    lines = made.stderr.splitlines()
+    rounds = [x for x in lines if x.startswith("headwater: tuning round")]
+    best = f"best so far loss={result['outputs']['best_objective']:.6g} (lowest) at x="
+    assert [x.split(":")[1] for x in rounds] == [" tuning round 1 of 2", " tuning round 2 of 2"]
+    assert rounds[0].startswith("headwater: tuning round 1 of 2: 1 of 2 trials completed, ")
+    assert rounds[1].startswith("headwater: tuning round 2 of 2: 2 of 2 trials completed, ")
+    assert best in rounds[1], made.stderr
+    assert not any("trials-3" in x for x in lines), made.stderr
+    assert re.search(r"SUCCEEDED in [0-9.]+s \(9 succeeded\)$", lines[-2]), made.stderr
+    assert lines[-1] == (
+        "headwater: 1 more tuning round built into the pipeline started no trials (the run "
+        "asked for rounds=2): not counted above"
+    ), made.stderr
     tasks = _tasks(tuner, result["run_id"])
     # Round 1 opens with the centre of the space, which this train component cannot train.
     first = tasks["quadratic-trial[0]"]["outputs"]["Output"]
@@ -85,7 +105,7 @@ def test_a_round_whose_trials_all_fail_ends_the_tuning_naming_their_errors(tuner
     [
         ("rounds=0", "rounds must be a whole number >= 1, got 0"),
         ("trials_per_round=0", "trials_per_round must be a whole number >= 1, got 0"),
-        ("rounds=3", "rounds=3, but this pipeline was built with at most 2 rounds"),
+        ("rounds=4", "rounds=4, but this pipeline was built with at most 3 rounds"),
     ],
     ids=["no-rounds", "no-trials", "more-rounds-than-built"],
 )

@@ -159,9 +159,13 @@ def test_runs_show_tasks_artifacts_and_logs(headwater: Cli) -> None:
 
     text = headwater("runs", "show", run_id)
     assert text.returncode == 0, text.describe()
+    logs = headwater.home / "runs" / run_id / "tasks"
+    assert f"logs      {logs}/\n" in text.stdout, text.stdout
     for name, task in tasks.items():
         assert name in text.stdout
-        assert task["log_path"] in text.stdout
+        # Each log shown relative to the run's log folder, printed once above the table.
+        assert task["log_path"].startswith(f"{logs}/")
+        assert f"  {task['log_path'][len(str(logs)) + 1 :]}\n" in text.stdout
 
     rerun = headwater.run_ok("storage_lineage", params={"lr": 0.1})
     assert cached_flags(rerun) == dict.fromkeys(tasks, True)

@@ -167,3 +167,22 @@ def test_every_variable_is_in_the_readme_table() -> None:
     known = {v for k, v in vars(config).items() if k.endswith("_ENV") and isinstance(v, str)}
     missing = [name for name in sorted(known) if f"| `{name}` |" not in readme]
     assert not missing, missing
+
+
+@pytest.mark.parametrize(
+    ("home", "expected"),
+    [
+        (None, "headwater serve m:1"),
+        ("~/.headwater", "headwater serve m:1"),
+        ("/data/hw home", "HEADWATER_HOME='/data/hw home' headwater serve m:1"),
+    ],
+    ids=["unset", "the-default", "elsewhere-quoted"],
+)
+def test_a_next_step_sets_the_home_only_where_it_is_not_the_default(
+    monkeypatch: pytest.MonkeyPatch, home: str | None, expected: str
+) -> None:
+    if home is None:
+        monkeypatch.delenv("HEADWATER_HOME", raising=False)
+    else:
+        monkeypatch.setenv("HEADWATER_HOME", home)
+    assert config.home_command("serve", "m:1") == expected

@@ -8,6 +8,7 @@ from typing import Any, cast
 from headwater.api._args import INT64_MAX, choice, count
 from headwater.api._store import MetadataArg, reading
 from headwater.api.artifacts import artifact_ref
+from headwater.api.models import find_model, is_model_spec
 from headwater.errors import NotFoundError
 from headwater.metadata.base import Direction, MetadataStore
 from headwater.metadata.reconcile import presented_run
@@ -44,13 +45,15 @@ def lineage(
     """The graph around an artifact or a task execution. Reads only.
 
     Args:
-        ref: An artifact id (`12`, `"a:12"`) or URI, or `"e:<execution id>"`.
+        ref: An artifact id (`12`, `"a:12"`) or URI, `"e:<execution id>"`, or a registered
+            model as `headwater serve` takes it (`NAME:VERSION`, `NAME@STAGE`, `NAME`: its
+            production version, else its newest), meaning the model's artifact.
         direction: "upstream" (what led to it), "downstream" (what came from it) or "both".
         depth: How many layers of task executions to walk each way (0: the node alone).
         metadata: A `MetadataStore`, a SQLAlchemy URL, or None for the default store.
 
     Raises:
-        NotFoundError: No artifact or execution matches `ref`.
+        NotFoundError: No artifact, execution or registered model matches `ref`.
         InvalidArgumentError: `direction` is not one of the three, or `depth` is negative.
         StorageError: The store cannot be opened for reading.
     """
@@ -61,8 +64,10 @@ def lineage(
         if store is None or key is None:
             raise NotFoundError(
                 f"no artifact or execution {str(ref)!r}: pass an artifact id, an artifact "
-                "URI, or e:<execution id>"
+                "URI, e:<execution id> or a registered model (NAME:VERSION)"
             )
+        if isinstance(key, str) and not key.startswith("e:") and is_model_spec(key):
+            key = find_model(key, metadata=store).uri
         graph = store.lineage(key, direction=way, depth=depth)
         nodes = _presented(store, graph.nodes)
     return Lineage(nodes=nodes, edges=graph.edges)

@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,11 +34,16 @@ __all__ = [
     "MODEL_STAGES",
     "ModelInfo",
     "Promotion",
+    "find_model",
     "get_model",
     "list_models",
     "promote_model",
     "register_model",
 ]
+
+_VERSIONED = re.compile(r"^(?P<name>[^:@/]+):(?P<version>\d+)$")
+_STAGED = re.compile(r"^(?P<name>[^:@/]+)@(?P<stage>[A-Za-z]+)$")
+_NAME = re.compile(r"^[^:@/\\]+$")
 
 
 @dataclass(frozen=True)
@@ -207,6 +213,48 @@ def get_model(name: str, version: int | None = None, *, metadata: MetadataArg = 
         if found is None:
             raise _missing(store, name, version)
     return ModelInfo.of(found)
+
+
+def is_model_spec(text: str) -> bool:
+    """True when `text` has the form of a registered model: `NAME`, `NAME:VERSION` or
+    `NAME@STAGE` (no `/`, so no path or URI has it)."""
+    return bool(_VERSIONED.match(text) or _STAGED.match(text) or _NAME.match(text))
+
+
+def find_model(spec: str, *, metadata: MetadataArg = None) -> ModelInfo:
+    """The registered version `spec` names, as `headwater serve` reads it. Reads only.
+
+    `NAME:VERSION` is that version; `NAME@STAGE` the newest version in that stage; `NAME`
+    its production version if it has one, else its newest.
+
+    Raises:
+        NotFoundError: No such name, version, or version in that stage (the message lists
+            what there is).
+        InvalidArgumentError: `spec` is none of the three forms, or the stage does not exist.
+        StorageError: The store cannot be opened for reading.
+    """
+    text = spec.strip()
+    versioned, staged = _VERSIONED.match(text), _STAGED.match(text)
+    if versioned:
+        return get_model(versioned["name"], int(versioned["version"]), metadata=metadata)
+    if not staged and not _NAME.match(text):
+        raise InvalidArgumentError(
+            f"{spec!r} is not a model: give NAME, NAME:VERSION or NAME@STAGE"
+        )
+    name = staged["name"] if staged else text
+    found = list_models(name=name, metadata=metadata)
+    if staged:
+        stage = model_stage(staged["stage"].lower())
+        in_stage = [m for m in found if m.stage == stage]
+        if not in_stage:
+            listing = ", ".join(f"{m.version} ({m.stage})" for m in found[:20])
+            raise NotFoundError(
+                f"model {name!r} has no version in stage {stage!r} (versions: {listing}); "
+                f"promote one with: headwater models promote {name} VERSION --stage {stage}"
+            )
+        return in_stage[0]
+    production = [m for m in found if m.stage == "production"]
+    return (production or found)[0]
 
 
 def promote_model(

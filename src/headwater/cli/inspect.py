@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -41,7 +42,12 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     art_show.add_argument("--json", action="store_true")
 
     lineage = sub.add_parser("lineage", help="what made an artifact, and what it made")
-    lineage.add_argument("ref", metavar="URI|ID", help="an artifact URI or id, or e:<execution id>")
+    lineage.add_argument(
+        "ref",
+        metavar="URI|ID|MODEL",
+        help="an artifact URI or id, e:<execution id>, or a registered model (NAME:VERSION, "
+        "NAME@STAGE, or NAME: its production version, else its newest)",
+    )
     way = lineage.add_mutually_exclusive_group()
     way.add_argument("--upstream", action="store_true", help="only what led to it")
     way.add_argument("--downstream", action="store_true", help="only what came from it")
@@ -110,14 +116,79 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(f"outputs   {json.dumps(run.outputs, default=str)}")
     if run.error:
         print(f"error     {run.error.get('task')}: {run.error.get('message')}")
+    # Paths under the run's own folders are shown relative to them, whole otherwise (a cached
+    # task's artifacts are another run's): what differs from task to task is never cut off.
+    art_root = f"{run.pipeline_root.rstrip('/')}/{run.pipeline}/{run.run_id}/"
+    logs = [t.log_path for t in run.tasks if t.log_path]
+    log_root = os.path.commonpath(logs) + os.sep if len(logs) > 1 else ""
+    if len(logs) == 1:
+        log_root = os.path.dirname(os.path.dirname(logs[0])) + os.sep
+    uris = [u for t in run.tasks for a in (t.input_artifacts, t.output_artifacts)
+            for us in a.values() for u in us]  # fmt: skip
+    if any(u.startswith(art_root) for u in uris):
+        print(f"artifacts {art_root}  (the paths below are relative to it)")
+    else:
+        art_root = "\0"  # nothing is under it: every URI shown whole
+    if log_root:
+        print(f"logs      {log_root}")
     rows = [["TASK", "STATE", "DURATION", "CACHED", "INPUTS", "OUTPUTS", "LOG"]]
     for t in run.tasks:
-        outputs = {**t.outputs, **t.output_artifacts}
+        inputs = {**user_names(t.inputs), **_paths(t.input_artifacts, art_root)}
+        outputs = {**t.outputs, **_paths(t.output_artifacts, art_root)}
         took = "" if t.duration is None else f"{t.duration:.2f}s"
+        log = (
+            t.log_path[len(log_root) :]
+            if log_root and t.log_path.startswith(log_root)
+            else t.log_path
+        )
         rows.append([t.name, t.state, took, "yes" if t.cached else "",
-                     _short(t.inputs), _short(outputs), t.log_path])  # fmt: skip
+                     _assignments(inputs), _assignments(outputs), log])  # fmt: skip
     print(_table(rows))
     return 0
+
+
+#: The prefix KFP's compiler gives the inputs it adds to a task (a pipeline parameter that
+#: `set_cpu_limit` uses, a loop item): `pipelinechannel--cpus` is the user's `cpus`.
+CHANNEL_PREFIX = "pipelinechannel--"
+
+
+def user_names(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` under the names the user wrote: `pipelinechannel--x` shown as `x`, and left
+    out where the task has `x` already with the same value."""
+    shown: dict[str, Any] = {}
+    for key, value in values.items():
+        name = key.removeprefix(CHANNEL_PREFIX)
+        if name != key and name in values:
+            if values[name] == value:
+                continue
+            name = key
+        shown[name] = value
+    return shown
+
+
+class _Path(str):
+    """An artifact path or URI: shown whole and unquoted."""
+
+
+def _paths(artifacts: dict[str, list[str]], root: str) -> dict[str, Any]:
+    """Artifact URIs by input or output name, relative to `root` where they are under it."""
+    return {
+        name: _Path(",".join(u[len(root) :] if u.startswith(root) else u for u in uris))
+        for name, uris in user_names(artifacts).items()
+    }
+
+
+def _assignments(values: dict[str, Any], width: int = 40) -> str:
+    """`name=value ...`: values as compact JSON, each cut to `width`; paths whole."""
+    parts = []
+    for name, value in values.items():
+        if isinstance(value, _Path):
+            text = str(value)
+        else:
+            text = json.dumps(value, default=str, separators=(",", ":"))
+            text = text if len(text) <= width else text[: width - 3] + "..."
+        parts.append(f"{name}={text}")
+    return " ".join(parts)
 
 
 def cmd_artifacts(args: argparse.Namespace) -> int:
@@ -162,7 +233,9 @@ def _label(node: dict[str, Any]) -> str:
         return label
     if kind == "execution":
         state, run = node.get("state", ""), node.get("run_id", "")
-        return f"task {node['id']} {node.get('task', '')} ({state}) run {run}"
+        label = f"task {node['id']} {node.get('task', '')} ({state}) run {run}"
+        params = _assignments(user_names(node.get("inputs") or {}))
+        return f"{label} params {params}" if params else label
     return f"run {node['id']} {node.get('pipeline', '')} ({node.get('state', '')})"
 
 

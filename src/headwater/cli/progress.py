@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
+from headwater.config import home_command
 from headwater.engine.hooks import RunHooks
 from headwater.task import TaskState
 
@@ -17,6 +19,15 @@ if TYPE_CHECKING:
     from headwater.task import Launch
 
 LOG_TAIL_LINES = 20
+#: The IR component names of the tuning steps of `headwater.hpo.tune` (`-2`, ... likewise).
+TUNING_CREATE, TUNING_SUGGEST, TUNING_COMPLETE = (
+    "comp-create-experiment",
+    "comp-suggest-trials",
+    "comp-complete-trials",
+)
+#: The IR component name of `headwater.components.registry.register_model` (KFP adds "-2",
+#: "-3" to a second and third use in one pipeline).
+REGISTER_COMPONENT = "comp-register-model"
 #: How much of a task log `-v` reads at a time, and at most per task per tick while the task
 #: runs (the rest follows on later ticks, and all of it when the task ends): memory stays
 #: bounded whatever a task prints, and a chatty task cannot hold up the engine's loop.
@@ -39,9 +50,10 @@ def log_tail(path: str | None, lines: int = LOG_TAIL_LINES) -> list[str]:
 class ConsoleReporter(RunHooks):
     """Report a run on a stream (stderr by default).
 
-    On a TTY one status line is redrawn in place: counts of tasks by state, elapsed time and
-    the names of running tasks. Elsewhere each task start and end is one plain line. With
-    `verbose`, task output is streamed as it is written, each line prefixed by the task name.
+    Each task start and end is one plain line, and the end of the run names the models it
+    registered. On a TTY one status line below them is redrawn in place too: counts of tasks
+    by state, elapsed time and the names of running tasks. With `verbose`, task output is
+    streamed as it is written, each line prefixed by the task name.
     """
 
     def __init__(
@@ -53,6 +65,9 @@ class ConsoleReporter(RunHooks):
         self._started = time.monotonic()
         self._logs: dict[str, _LogFollower] = {}
         self._status_shown = False
+        #: "NAME:VERSION" of each model a `register_model` task of the run registered.
+        self._registered: list[str] = []
+        self.tuning = TuningProgress()
 
     def _write(self, line: str) -> None:
         if self._status_shown:
@@ -71,19 +86,26 @@ class ConsoleReporter(RunHooks):
     def before_task(self, *, run: Run, launch: Launch) -> None:
         if self.verbose:
             self._logs[launch.name] = _LogFollower(str(launch.log_path))
-        if not self.live:
-            attempt = f" (attempt {launch.attempt})" if launch.attempt > 1 else ""
-            self._write(f"  started   {launch.name}{attempt}")
+        if self.tuning.spare(launch.name, launch.component, _parameters(launch)):
+            return  # a tuning round the run did not ask for: it only passes its input on
+        attempt = f" (attempt {launch.attempt})" if launch.attempt > 1 else ""
+        self._write(f"  started   {launch.name}{attempt}")
 
     def after_task(self, *, run: Run, task: TaskRun, state: TaskState) -> None:
         self._stream_log(task.name, final=True)
         took = ""
         if task.started_at is not None:
             took = f" in {time.time() - task.started_at:.2f}s"
+        if state is TaskState.SUCCEEDED:
+            self._note_registration(task)
+            if self.tuning.finished(task):
+                return  # a tuning round the run did not ask for, counted apart at the end
         if task.cached:
             self._write(f"  cached    {task.name}")
-        elif state is TaskState.SUCCEEDED and not self.live:
+        elif state is TaskState.SUCCEEDED:
             self._write(f"  succeeded {task.name}{took}")
+        if state is TaskState.SUCCEEDED and (line := self.tuning.progress(task)):
+            self._write(line)
         elif state is TaskState.FAILED:
             err = task.error
             retrying = task.state is TaskState.READY
@@ -104,7 +126,7 @@ class ConsoleReporter(RunHooks):
             self._stream_log(name, final=False)
         if not self.live:
             return
-        counts = run.counts()
+        counts = self.tuning.counts(run.counts())
         shown = " ".join(f"{k.lower()}={v}" for k, v in counts.items() if v)
         running = ", ".join(run.running_tasks()[:4])
         elapsed = time.monotonic() - self._started
@@ -136,11 +158,136 @@ class ConsoleReporter(RunHooks):
         self.stream.flush()
 
     def after_run(self, *, run: Run) -> None:
-        counts = run.counts()
+        counts = self.tuning.counts(run.counts())
         shown = ", ".join(f"{v} {k.lower()}" for k, v in counts.items() if v)
         self._write(f"headwater: run {run.run_id} {run.state} in {run.duration:.2f}s ({shown})")
+        if self.tuning.spare_rounds:
+            self._write(f"headwater: {self.tuning.spare_summary()}")
+        for model in self._registered:
+            serve = home_command("serve", model)
+            self._write(f"headwater: registered model {model}; serve it with: {serve}")
         if run.state == "INTERRUPTED":
-            self._write(f"headwater: resume it with: headwater run --resume {run.run_id}")
+            resume = home_command("run", "--resume", run.run_id)
+            self._write(f"headwater: resume it with: {resume}")
+
+    def _note_registration(self, task: TaskRun) -> None:
+        """Remember the model a `register_model` task registered (its `name`, `version`)."""
+        if not task.component.name.startswith(REGISTER_COMPONENT):
+            return
+        name, version = task.outputs.parameters.get("name"), task.outputs.parameters.get("version")
+        if isinstance(name, str) and isinstance(version, int):
+            model = f"{name}:{version}"
+            if model not in self._registered:
+                self._registered.append(model)
+
+
+def _parameters(launch: Launch) -> dict[str, Any]:
+    values = launch.executor_input.get("inputs", {}).get("parameterValues", {})
+    return values if isinstance(values, dict) else {}
+
+
+class TuningProgress:
+    """What a `headwater.hpo.tune` pipeline's rounds show: "round N of M" with the best
+    trial so far, and the rounds unrolled in the pipeline but not asked for by the run apart.
+
+    A tuning pipeline holds `max_rounds` rounds and runs trials in the first `rounds`: the
+    steps of each later one pass the experiment on unchanged. They are not the run's work,
+    so they are neither listed nor counted as pending or succeeded.
+    """
+
+    def __init__(self) -> None:
+        #: Per tuning pipeline (the task-name prefix): its objective, minimized or not, and
+        #: how many steps of rounds not asked for it holds.
+        self._objective: dict[str, tuple[str, bool]] = {}
+        self._expected: dict[str, int] = {}
+        self._started: set[str] = set()
+        self._finished: set[str] = set()
+        #: How many rounds not asked for have ended (their empty trial loop reads SKIPPED).
+        self._ended = 0
+        self.spare_rounds = 0
+        self.asked = 0
+
+    def spare(self, name: str, component: str, parameters: dict[str, Any]) -> bool:
+        """True for a step of a round the run did not ask for (noted as started)."""
+        if not component.startswith((TUNING_SUGGEST, TUNING_COMPLETE)):
+            return False
+        number, rounds = parameters.get("round_number"), parameters.get("rounds")
+        if isinstance(number, int) and isinstance(rounds, int) and 0 < rounds < number:
+            self._started.add(name)
+            return True
+        return False
+
+    def finished(self, task: TaskRun) -> bool:
+        """Note a step that succeeded; True when it was one of a round not asked for."""
+        prefix = task.name.rpartition(".")[0]
+        params = task.parameters
+        if task.component.name.startswith(TUNING_CREATE):
+            rounds, built = params.get("rounds"), params.get("max_rounds")
+            objective = params.get("objective")
+            if isinstance(objective, str):
+                self._objective[prefix] = (objective, bool(params.get("minimize")))
+            if isinstance(rounds, int) and isinstance(built, int) and 0 < rounds < built:
+                self._expected[prefix] = 2 * (built - rounds)  # a suggest and a complete each
+                self.spare_rounds += built - rounds
+                self.asked = rounds
+            return False
+        if not self.spare(task.name, task.component.name, params):
+            return False
+        self._finished.add(task.name)
+        if task.component.name.startswith(TUNING_COMPLETE):
+            self._ended += 1
+        return True
+
+    def progress(self, task: TaskRun) -> str:
+        """ "tuning round N of M: ..., best so far ..." for a round's `complete-trials`."""
+        if not task.component.name.startswith(TUNING_COMPLETE):
+            return ""
+        number, rounds = task.parameters.get("round_number"), task.parameters.get("rounds")
+        if not isinstance(number, int) or not isinstance(rounds, int) or number < 1:
+            return ""
+        prefix = task.name.rpartition(".")[0]
+        objective, minimize = self._objective.get(prefix, ("objective", False))
+        best = task.outputs.parameters.get("best_objective")
+        where = task.outputs.parameters.get("best_parameters") or {}
+        made = (task.outputs.artifacts.get("updated_experiment") or [{}])[0].get("metadata", {})
+        trials = ""
+        if isinstance(made.get("completed"), int) and isinstance(made.get("failed"), int):
+            done, failed = made["completed"], made["failed"]
+            trials = f"{done} of {done + failed} trials completed, "
+        shown = f"{best:.6g}" if isinstance(best, (int, float)) else str(best)
+        at = " ".join(f"{k}={_number(v)}" for k, v in where.items())
+        which = "lowest" if minimize else "highest"
+        return (
+            f"headwater: tuning round {number} of {rounds}: {trials}best so far {objective}="
+            f"{shown} ({which}) at {at}"
+        )
+
+    def counts(self, counts: dict[str, int]) -> dict[str, int]:
+        """`Run.counts()` without the steps of rounds not asked for."""
+        if not self._expected:
+            return counts
+        spare = sum(self._expected.values())
+        started, finished = len(self._started), len(self._finished)
+        shown = dict(counts)
+        shown["SUCCEEDED"] = max(0, shown.get("SUCCEEDED", 0) - finished)
+        shown["RUNNING"] = max(0, shown.get("RUNNING", 0) - (started - finished))
+        # Each round not asked for holds a trial loop too, pending until it turns out empty.
+        waiting = (spare - started) + (self.spare_rounds - self._ended)
+        shown["PENDING"] = max(0, shown.get("PENDING", 0) - waiting)
+        shown["SKIPPED"] = max(0, shown.get("SKIPPED", 0) - self._ended)
+        return shown
+
+    def spare_summary(self) -> str:
+        """The line that says how many rounds were left out, and why."""
+        rounds = self.spare_rounds
+        return (
+            f"{rounds} more tuning round{'s' if rounds != 1 else ''} built into the pipeline "
+            f"started no trials (the run asked for rounds={self.asked}): not counted above"
+        )
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else json.dumps(value, default=str)
 
 
 class _LogFollower:

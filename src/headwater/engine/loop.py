@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from headwater import config
 from headwater.caching.base import TaskCache
 from headwater.engine.hooks import RunHooks
 from headwater.engine.result import Run, TaskInfo
@@ -69,8 +70,9 @@ class EngineLoop:
             raise
         except ExecutorLostError as exc:
             # Not the engine's fault, nor the tasks': the run fails with the cause, resumable.
+            resume = config.home_command("run", "--resume", self.run_.run_id)
             why = (
-                f"{exc}; resume it with: headwater run --resume {self.run_.run_id}"
+                f"{exc}; resume it with: {resume}"
                 f"{' ' + exc.resume_flags if exc.resume_flags else ''}"
             )
             self._stop(str(exc))
@@ -223,7 +225,8 @@ class EngineLoop:
                 "",
                 type(exc).__name__,
                 f"could not write the run record {run.run_dir / 'run.json'}: {why}; free the "
-                f"space (or fix the permissions), then: headwater run --resume {run.run_id}",
+                f"space (or fix the permissions), then: "
+                f"{config.home_command('run', '--resume', run.run_id)}",
             )
         for hook in self.hooks:
             hook.after_run(run=run)

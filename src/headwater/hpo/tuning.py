@@ -161,6 +161,8 @@ def tune(
             done = complete_trials(
                 experiment=suggested.outputs["updated_experiment"],
                 results=dsl.Collected(ran.outputs["Output"]),
+                round_number=number,
+                rounds=schedule["rounds"],
             ).set_display_name(f"complete-round-{number}")
             experiment = done.outputs["updated_experiment"]
         return _Outputs(

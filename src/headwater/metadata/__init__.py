@@ -40,6 +40,7 @@ __all__ = [
     "ModelRecord",
     "RunRecord",
     "SqlMetadataStore",
+    "follow_home",
     "is_default_store",
     "open_reader",
     "open_store",
@@ -70,6 +71,7 @@ def open_store(url: str | None = None) -> MetadataStore:
                 f"cannot create HEADWATER_HOME {str(config.home())!r}: {exc.strerror}: "
                 "set HEADWATER_HOME to a writable directory"
             ) from exc
+    follow_home(url)
     return SqlMetadataStore(url)
 
 
@@ -96,11 +98,31 @@ def open_reader(url: str | None = None) -> MetadataStore | None:
     path = sqlite_file(url)
     if path is not None and not path.exists() and is_default_store(url):
         return None
+    follow_home(url, reader=True)
     store = SqlMetadataStore(url, read_only=True)
     if not store.has_schema:
         store.close()
         return None
     return store
+
+
+def follow_home(url: str, *, reader: bool = False) -> None:
+    """If `url` is the default store and its `HEADWATER_HOME` was moved or copied, rewrite
+    the paths it records under the old place (`headwater.metadata.relocate`). A `reader`
+    writes only then: without it, nothing the store names could be found. Stdlib only: the
+    run's own writes open no SQLAlchemy (ADR 16)."""
+    from pathlib import Path
+    from urllib.parse import unquote
+
+    from headwater import config
+    from headwater.metadata.relocate import follow_home as follow
+
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or "?" in url:
+        return
+    database = (config.home() / "metadata.db").expanduser().absolute()
+    if Path(unquote(url[len(prefix) :])).absolute() == database:
+        follow(config.home(), database, note_unmoved=not reader)
 
 
 def is_default_store(url: str) -> bool:

@@ -141,7 +141,7 @@ def open_run_stores(metadata: MetadataStore | RunStores | str | None) -> RunStor
             module docstring).
     """
     from headwater import config
-    from headwater.metadata import open_store
+    from headwater.metadata import follow_home, open_store
     from headwater.metadata.lite import SqliteWriter
     from headwater.metadata.reconcile import mark_dead_runs
 
@@ -151,6 +151,7 @@ def open_run_stores(metadata: MetadataStore | RunStores | str | None) -> RunStor
         store = metadata
     else:
         url = metadata or config.metadata_url()
+        follow_home(url)
         writer = SqliteWriter.for_url(url)
         if writer is not None:  # marks dead runs when it connects, and so does `full`
 

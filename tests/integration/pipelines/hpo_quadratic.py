@@ -23,4 +23,6 @@ SPACE = [
     {"name": "w", "bounds": [4, 64], "parameter_type": "int", "scaling": "log"},
 ]
 
-hpo_quadratic = tune(quadratic, SPACE, "loss", minimize=True, rounds=2, trials_per_round=2, seed=0)
+hpo_quadratic = tune(
+    quadratic, SPACE, "loss", minimize=True, rounds=2, trials_per_round=2, seed=0, max_rounds=3
+)

@@ -86,12 +86,16 @@ def complete_trials(
     results: list,  # type: ignore[type-arg]
     updated_experiment: Output[Artifact],
     report: Output[Markdown],
+    round_number: int = 0,
+    rounds: int = 0,
 ) -> NamedTuple("Outputs", [("best_parameters", dict), ("best_objective", float)]):  # type: ignore[valid-type]
     """Complete the trials of `experiment` with their `results` (collected with
     `dsl.Collected`): `{"trial_index", "objective"}` (a number, or a dict of metrics) or
     `{"trial_index", "error"}` for a failed trial, which Ax marks failed. Fails, naming each
     trial's error, when every trial failed. Returns the best observed parameters so far and
-    their objective; `report` is a Markdown table of every trial."""
+    their objective; `report` is a Markdown table of every trial. `round_number` of `rounds`
+    says which round of a tuning pipeline this is (for the people watching it; 0 when
+    unknown)."""
     from collections import namedtuple
 
     from headwater.components.hpo.experiment import complete_trials as complete
