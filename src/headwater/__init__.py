@@ -54,6 +54,8 @@ _EXPORTS = {
     "stop_endpoint": "headwater.endpoints",
     "Deployment": "headwater.endpoints",
     "EndpointInfo": "headwater.endpoints",
+    "log_step": "headwater.step_metrics",
+    "log_series": "headwater.step_metrics",
 }
 
 __all__ = [
@@ -81,6 +83,8 @@ __all__ = [
     "list_endpoints",
     "list_models",
     "list_runs",
+    "log_series",
+    "log_step",
     "promote_model",
     "register_model",
     "resume",
@@ -120,6 +124,7 @@ if TYPE_CHECKING:
     )
     from headwater.engine.options import RunOptions
     from headwater.engine.result import Run
+    from headwater.step_metrics import log_series, log_step
 
 
 def __getattr__(name: str) -> Any:
