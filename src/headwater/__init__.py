@@ -55,6 +55,8 @@ _EXPORTS = {
     "Deployment": "headwater.endpoints",
     "EndpointInfo": "headwater.endpoints",
     "log_step": "headwater.step_metrics",
+    "get_step_metrics": "headwater.api.steps",
+    "StepSeries": "headwater.api.steps",
     "log_series": "headwater.step_metrics",
 }
 
@@ -70,6 +72,7 @@ __all__ = [
     "RunDetails",
     "RunInfo",
     "RunOptions",
+    "StepSeries",
     "TaskDetails",
     "__version__",
     "clear_cache",
@@ -79,6 +82,7 @@ __all__ = [
     "get_artifact",
     "get_model",
     "get_run",
+    "get_step_metrics",
     "lineage",
     "list_endpoints",
     "list_models",
@@ -115,6 +119,7 @@ if TYPE_CHECKING:
         get_run,
         list_runs,
     )
+    from headwater.api.steps import StepSeries, get_step_metrics
     from headwater.endpoints import (
         Deployment,
         EndpointInfo,

@@ -54,9 +54,7 @@ def test_a_series_at_once_continues_after_the_last_step(metrics: Metrics) -> Non
     ],
     ids=["no-name", "not-a-number", "fractional-step", "steps-and-values-differ"],
 )
-def test_bad_steps_are_refused_naming_the_metric(
-    metrics: Metrics, call: Any, message: str
-) -> None:
+def test_bad_steps_are_refused_naming_the_metric(metrics: Metrics, call: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call(metrics)
     assert not Path(metrics.path).exists()  # nothing half-written
