@@ -9,6 +9,7 @@ values on hover only for lines of up to `MARKED_POINTS` points.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from html import escape
 from typing import Any
@@ -177,27 +178,52 @@ class _Box:
             f'<rect x="{_LEFT}" y="{_TOP}" width="{self.plot_w}" height="{self.plot_h}" '
             'fill="none" stroke="#bbb"/>'
         ]
-        for k in range(5):
-            value = self.y0 + (self.y1 - self.y0) * k / 4
+        for value in _ticks(self.y0, self.y1):
             y = self.y(value)
             parts.append(
                 f'<line x1="{_LEFT}" x2="{_LEFT + self.plot_w}" y1="{y:.1f}" y2="{y:.1f}" '
                 'stroke="#eee"/>'
                 f'<text x="{_LEFT - 5}" y="{y + 4:.1f}" text-anchor="end" font-size="10">'
-                f"{_fmt(value)}</text>"
+                f"{_tick_label(value)}</text>"
             )
-        ticks = sorted({round(self.x0 + (self.x1 - self.x0) * k / 4) for k in range(5)})
-        for step in ticks:
-            if self.x0 <= step <= self.x1:
-                parts.append(
-                    f'<text x="{self.x(step):.1f}" y="{_TOP + self.plot_h + 13}" font-size="10" '
-                    f'text-anchor="middle">{step}</text>'
-                )
+        for step in _ticks(self.x0, self.x1, whole=True):
+            parts.append(
+                f'<text x="{self.x(step):.1f}" y="{_TOP + self.plot_h + 13}" font-size="10" '
+                f'text-anchor="middle">{_tick_label(step)}</text>'
+            )
         parts.append(
             f'<text x="{_LEFT + self.plot_w / 2}" y="{_H - 4}" font-size="11" '
             f'text-anchor="middle">{escape(x_label)}</text>'
         )
         return parts
+
+
+def _ticks(lo: float, hi: float, *, whole: bool = False) -> list[float]:
+    """Four to six round values (1, 2, 2.5 or 5 times a power of ten apart), `lo` to `hi`."""
+    raw = (hi - lo) / 5
+    if raw <= 0:
+        return [lo]
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    if whole:
+        step = max(1.0, round(step))
+    first = math.ceil(lo / step - 1e-9)
+    ticks = []
+    k = first
+    while k * step <= hi + 1e-9 * step:
+        value = k * step
+        ticks.append(0.0 if abs(value) < step * 1e-9 else value)
+        k += 1
+    return ticks
+
+
+def _tick_label(value: float) -> str:
+    """A tick's value, short: `0.25`, `12`, `1.5e+05`."""
+    if value == int(value) and abs(value) < 1e6:
+        return str(int(value))
+    if 1e-3 <= abs(value) < 1e5:
+        return f"{value:.6g}"
+    return f"{value:.2g}"
 
 
 def _finite_runs(points: Sequence[Point]) -> list[list[tuple[int, float]]]:
