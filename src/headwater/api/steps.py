@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.api._store import MetadataArg, reading
-from headwater.api.runs import get_run
+from headwater.api.runs import _find_run, _no_run
 
 __all__ = ["StepSeries", "get_step_metrics"]
 
@@ -46,7 +46,8 @@ class StepSeries:
 
 
 def get_step_metrics(run_ids: list[str], *, metadata: MetadataArg = None) -> list[StepSeries]:
-    """The step metrics of runs, by run (in the order given), task and name.
+    """The step metrics of runs, by run (in the order given), task (in the order they were
+    recorded) and name.
 
     Args:
         run_ids: Run ids, or unique prefixes of them.
@@ -56,13 +57,16 @@ def get_step_metrics(run_ids: list[str], *, metadata: MetadataArg = None) -> lis
         NotFoundError: A run does not exist, or a prefix matches several.
         StorageError: The store cannot be opened for reading.
     """
+    if not run_ids:
+        return []
     with reading(metadata) as store:
-        runs = [get_run(r, metadata=store) for r in run_ids]  # no store: NotFoundError
-        if store is None or not runs:
-            return []
-        found = store.list_step_metrics([r.run_id for r in runs])
-    tasks = {(r.run_id, t.execution_id): t.name for r in runs for t in r.tasks}
-    order = {r.run_id: n for n, r in enumerate(runs)}
+        if store is None:
+            raise _no_run(run_ids[0])
+        ids = [_find_run(store, r).run_id for r in run_ids]
+        found = store.list_step_metrics(ids)
+        # Task names only: cheaper than get_run, which reads every task's artifacts too.
+        tasks = {(e.run_id, e.id): e.task for run_id in ids for e in store.list_executions(run_id)}
+    order = {run_id: n for n, run_id in enumerate(ids)}
     series = [
         StepSeries(
             run_id=s.run_id,
@@ -74,4 +78,5 @@ def get_step_metrics(run_ids: list[str], *, metadata: MetadataArg = None) -> lis
         )
         for s in found
     ]
-    return sorted(series, key=lambda s: (order[s.run_id], s.task, s.name))
+    # The store's order within a run: by execution (the order tasks ran in), then name.
+    return sorted(series, key=lambda s: order[s.run_id])

@@ -48,7 +48,11 @@ def line_chart_svg(
     Each line is a `<g class="series" data-label data-points>` (`data-points`: the points
     drawn) holding its polylines (one per run of finite values) and, when short, markers.
     """
-    drawn = [(label, downsample(list(points), DRAWN_POINTS)) for label, points in lines]
+    labels = _without_common_prefix([label for label, _ in lines])
+    drawn = [
+        (label, downsample(list(p), DRAWN_POINTS))
+        for label, (_, p) in zip(labels, lines, strict=True)
+    ]
     drawn = [(label, points) for label, points in drawn[:MAX_LINES] if points]
     values = [v for _, points in drawn for _, v in points if v is not None]
     steps = [s for _, points in drawn for s, _ in points]
@@ -143,7 +147,9 @@ def trials_chart_svg(view: dict[str, Any]) -> str:
                 f'stroke="#d62728" stroke-width="2"><title>trial {t["trial"]} failed: '
                 f"{escape(str(t['error'] or ''))}</title></path>"
             )
-    legend = [("#1f77b4", "completed trial"), ("#d62728", "failed trial (×)")]
+    legend = [("#1f77b4", "completed trial")]
+    if any(t["status"] == "FAILED" for t in trials):
+        legend.append(("#d62728", "failed trial (×)"))
     if best:
         direction = "lowest" if view["minimize"] else "highest"
         legend.append(("#2ca02c", f"best so far ({direction})"))
@@ -236,6 +242,21 @@ def _finite_runs(points: Sequence[Point]) -> list[list[tuple[int, float]]]:
         else:
             runs[-1].append((step, value))
     return [r for r in runs if r]
+
+
+def _without_common_prefix(labels: list[str]) -> list[str]:
+    """The labels without the dotted prefix they all share (a nested pipeline's name):
+    `tune.train-trial[0]`, `tune.train-trial[1]` -> `train-trial[0]`, `train-trial[1]`."""
+    if len(labels) < 2:
+        return labels
+    first, last = min(labels), max(labels)  # the shared prefix of all is theirs
+    shared = next(
+        (first[:i] for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), first
+    )
+    cut = shared.rfind(".") + 1
+    if cut == 0 or any(len(label) == cut for label in labels):
+        return labels
+    return [label[cut:] for label in labels]
 
 
 def _fmt(value: Any) -> str:

@@ -148,3 +148,8 @@ def test_chart_labels_are_escaped_and_gaps_split_the_line() -> None:
     assert "<script>" not in svg and "&lt;script&gt;" in svg and "<b>" not in svg
     assert svg.count("<polyline") == 2  # 0 | gap | 2-3
     assert line_chart_svg("nothing", [("a", [(0, None)])]) == ""
+    # Lines of tasks in one nested pipeline are named without its name.
+    nested = line_chart_svg(
+        "loss", [("tune.trial[0]", [(0, 1.0)]), ("tune.trial-2[0]", [(0, 2.0)])]
+    )
+    assert re.findall(r'data-label="([^"]+)"', nested) == ["trial[0]", "trial-2[0]"]
