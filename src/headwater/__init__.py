@@ -54,6 +54,10 @@ _EXPORTS = {
     "stop_endpoint": "headwater.endpoints",
     "Deployment": "headwater.endpoints",
     "EndpointInfo": "headwater.endpoints",
+    "log_step": "headwater.step_metrics",
+    "get_step_metrics": "headwater.api.steps",
+    "StepSeries": "headwater.api.steps",
+    "log_series": "headwater.step_metrics",
 }
 
 __all__ = [
@@ -68,6 +72,7 @@ __all__ = [
     "RunDetails",
     "RunInfo",
     "RunOptions",
+    "StepSeries",
     "TaskDetails",
     "__version__",
     "clear_cache",
@@ -77,10 +82,13 @@ __all__ = [
     "get_artifact",
     "get_model",
     "get_run",
+    "get_step_metrics",
     "lineage",
     "list_endpoints",
     "list_models",
     "list_runs",
+    "log_series",
+    "log_step",
     "promote_model",
     "register_model",
     "resume",
@@ -111,6 +119,7 @@ if TYPE_CHECKING:
         get_run,
         list_runs,
     )
+    from headwater.api.steps import StepSeries, get_step_metrics
     from headwater.endpoints import (
         Deployment,
         EndpointInfo,
@@ -120,6 +129,7 @@ if TYPE_CHECKING:
     )
     from headwater.engine.options import RunOptions
     from headwater.engine.result import Run
+    from headwater.step_metrics import log_series, log_step
 
 
 def __getattr__(name: str) -> Any:

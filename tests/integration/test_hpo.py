@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 from cli_harness import Cli, run_failed, run_ok, task_states
 
+from headwater import get_run
+from headwater.ui.trials import trials_view
+
 pytest.importorskip("ax")
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -87,6 +90,24 @@ def test_two_rounds_go_on_past_a_failed_trial_and_return_the_best(tuner: Cli) ->
     snapshot = json.loads(Path(snapshot_uri).read_text())
     assert {"experiment", "generation_strategy"} <= set(snapshot)
     assert snapshot["headwater"]["trial_rounds"] == {"0": 1, "1": 1, "2": 2, "3": 2}
+    # The UI's trials of this tuning: rounds from the loops, the objective and its direction
+    # from create-experiment, the failed trial with its error, the best so far falling.
+    view = trials_view(get_run(result["run_id"], metadata=f"sqlite:///{tuner.home}/metadata.db"))
+    assert view is not None and (view["objective"], view["minimize"]) == ("loss", True)
+    trials = view["trials"]
+    assert [(t["trial"], t["round"], t["status"]) for t in trials] == [
+        (0, 1, "FAILED"),
+        (1, 1, "COMPLETED"),
+        (2, 2, "COMPLETED"),
+        (3, 2, "COMPLETED"),
+    ]
+    assert trials[0]["error"] == "ValueError: diverged at x=0.5"
+    assert [t["objective"] for t in trials[1:]] == pytest.approx(
+        [r["objective"] for r in sorted(results, key=lambda r: r["trial_index"])[1:]]
+    )
+    assert trials[-1]["best_so_far"] == pytest.approx(outputs["best_objective"])
+    best = [t["best_so_far"] for t in trials[1:]]
+    assert best == sorted(best, reverse=True)
 
 
 def test_a_round_whose_trials_all_fail_ends_the_tuning_naming_their_errors(tuner: Cli) -> None:

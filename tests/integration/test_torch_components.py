@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from cli_harness import Cli, pipeline, run_ok
 
+from headwater import get_step_metrics
+
 pytest.importorskip("torch")
 pytest.importorskip("lightning")
 
@@ -72,6 +74,12 @@ def test_a_parallel_for_of_trials_returns_each_objective(headwater: Cli) -> None
     assert len(trials) == 2 and all(t["state"] == "SUCCEEDED" for t in trials), trials
     objectives = sorted(t["outputs"]["Output"] for t in trials)
     assert best["objective"] == pytest.approx(objectives[-1])
+    # Each trial's epochs are recorded as metrics over steps, beside its Metrics artifact.
+    steps = get_step_metrics([result["run_id"]], metadata=f"sqlite:///{headwater.home}/metadata.db")
+    val_acc = {s.task: s.points for s in steps if s.name == "val_acc"}
+    assert set(val_acc) == {t["name"] for t in trials}
+    assert all([p[0] for p in points] == [0, 1] for points in val_acc.values()), val_acc
+    assert sorted(points[-1][1] for points in val_acc.values()) == pytest.approx(objectives)
 
 
 def test_a_trainer_argument_lightning_lacks_fails_the_task_naming_it(headwater: Cli) -> None:

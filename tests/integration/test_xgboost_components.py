@@ -23,6 +23,7 @@ pytest.importorskip("sklearn")
 
 from sklearn.metrics import roc_auc_score  # noqa: E402
 
+from headwater import get_run, get_step_metrics  # noqa: E402
 from headwater.components.xgboost import hyperparameters  # noqa: E402
 from headwater.components.xgboost.evaluation import evaluate_classifier  # noqa: E402
 from headwater.components.xgboost.training import TrainingResult, train_xgboost  # noqa: E402
@@ -231,3 +232,17 @@ def test_the_pipeline_trains_and_evaluates_on_the_runs_cluster(
     assert model["metadata"]["framework"] == "xgboost"
     assert Path(model["uri"].removeprefix("file://"), "model.ubj").exists()
     assert {t["executor"] for t in result["tasks"]} == {"dask"}
+    # Every boosting round's evaluation metrics are recorded over steps; the Metrics
+    # artifact's final values are those of the best iteration (the saved model).
+    store = f"sqlite:///{headwater.home}/metadata.db"
+    steps = {(s.task, s.name): s for s in get_step_metrics([result["run_id"]], metadata=store)}
+    assert set(steps) == {
+        ("train-xgboost", "train_logloss"),
+        ("train-xgboost", "validation_logloss"),
+    }
+    rounds, best = model["metadata"]["rounds_trained"], model["metadata"]["best_iteration"]
+    validation = steps[("train-xgboost", "validation_logloss")]
+    assert [p[0] for p in validation.points] == list(range(rounds)) and validation.logged == rounds
+    assert get_run(result["run_id"], metadata=store).metrics["validation_logloss"] == (
+        pytest.approx(validation.points[best][1])
+    )

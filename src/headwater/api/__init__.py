@@ -8,7 +8,8 @@ Use it through the top-level package, which loads these modules on first use::
         print(run.run_id, run.pipeline, run.error)
 
 Modules, one concept each: `running` (`run`, `resume`, with `RunOptions`), `runs` (list,
-get, delete), `lineage`, `artifacts`, `cache`, `compiler` (compile a pipeline to IR).
+get, delete), `steps` (metrics over steps), `lineage`, `artifacts`, `cache`, `compiler`
+(compile a pipeline to IR).
 Every function takes `metadata=`: a `MetadataStore`, a SQLAlchemy URL, or None for the
 default store. Functions that only read open the store read-only and change nothing in it;
 each returned object has `to_json()`, the one JSON shape of its kind (the CLI's `--json` and

@@ -10,15 +10,23 @@ from __future__ import annotations
 import os
 import queue
 import socket
+import tempfile
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from headwater.artifacts.base import content_digest
 from headwater.engine.hooks import RunHooks
-from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
+from headwater.metadata.base import (
+    ArtifactRecord,
+    EventRecord,
+    ExecutionRecord,
+    RunRecord,
+    StepSeriesRecord,
+)
 from headwater.metadata.encoding import ir_digest
 from headwater.outcome import FAILED_OUTCOME
+from headwater.step_metrics import MAX_BYTES, Series, read_steps
 from headwater.task import TaskError, TaskState
 
 if TYPE_CHECKING:
@@ -35,7 +43,7 @@ _METRICS = "system.Metrics"
 
 
 class MetadataRecorder(RunHooks):
-    """Record the run, each executor task, its artifacts, events and metrics."""
+    """Record the run, each executor task, its artifacts, events, metrics and step metrics."""
 
     def __init__(
         self,
@@ -256,6 +264,31 @@ class MetadataRecorder(RunHooks):
         }
         if metrics:
             self.store.record_metrics(run_id, execution_id, artifact_id, metrics)
+        series = self._step_series(art["uri"])
+        if series:
+            self.store.record_step_metrics(
+                [
+                    StepSeriesRecord(run_id, execution_id, artifact_id, s.name, s.points, s.logged)
+                    for s in series
+                ]
+            )
+
+    def _step_series(self, uri: str) -> list[Series]:
+        """The step metrics logged in a Metrics artifact's file (`headwater.step_metrics`):
+        read where it lies on this machine, else (a remote store's) copied here first,
+        if it is small enough."""
+        local = uri.removeprefix("file://")
+        if "://" not in local:
+            return read_steps(local)
+        if not _is_ours(self.artifacts, uri):
+            return []
+        found = self.artifacts.digest(uri)
+        if found is None or found.size > MAX_BYTES:
+            return []
+        with tempfile.TemporaryDirectory(prefix="headwater-steps-") as scratch:
+            copy = os.path.join(scratch, "metrics")
+            self.artifacts.download(uri, copy)
+            return read_steps(copy)
 
     def _new(self, art: dict[str, Any], *, producer: int | None) -> int:
         # Ours: through the store (local or remote). Elsewhere: local paths only; a remote

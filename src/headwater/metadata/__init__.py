@@ -22,6 +22,7 @@ from headwater.metadata.base import (
     MetadataStore,
     ModelRecord,
     RunRecord,
+    StepSeriesRecord,
 )
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ __all__ = [
     "ModelRecord",
     "RunRecord",
     "SqlMetadataStore",
+    "StepSeriesRecord",
     "follow_home",
     "is_default_store",
     "open_reader",

@@ -10,7 +10,8 @@ What is recorded, after ML Metadata (state and event meanings kept, the dependen
 * an **artifact** per distinct URI (schema title, name, content digest, size, metadata,
   producing execution);
 * **events** linking executions and artifacts (INPUT or OUTPUT, with the slot name);
-* scalar **metrics** from Metrics artifacts, queryable per run;
+* scalar **metrics** from Metrics artifacts, queryable per run, and **step metrics**: a
+  metric over steps (rounds, epochs) logged beside one (`headwater.step_metrics`);
 * registered **models**: a name, a version per name (1, 2, ...), the artifact's URI,
   framework, metrics, stage, and the run and execution that produced the artifact;
 * **endpoints**: model servers started by `deploy_model` (name, URL, process, the models
@@ -57,7 +58,7 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0005_endpoints"
+SCHEMA_HEAD = "0006_step_metrics"
 
 
 @dataclass
@@ -140,6 +141,22 @@ class EventRecord:
     kind: Literal["INPUT", "OUTPUT"]
     slot: str
     index: int = 0
+
+
+@dataclass
+class StepSeriesRecord:
+    """A metric over steps that an execution logged beside a Metrics artifact.
+
+    `points` are `(step, value)` in step order (a value that was not a finite number is
+    None), at most `step_metrics.MAX_POINTS`; `logged` is how many were logged.
+    """
+
+    run_id: str
+    execution_id: int
+    artifact_id: int
+    name: str
+    points: list[tuple[int, float | None]] = field(default_factory=list)
+    logged: int = 0
 
 
 @dataclass
@@ -354,6 +371,16 @@ class MetadataStore(abc.ABC):
         self, run_id: str, execution_id: int, artifact_id: int, metrics: dict[str, float]
     ) -> None:
         """Store scalar metrics logged to a Metrics artifact."""
+
+    @abc.abstractmethod
+    def record_step_metrics(self, series: list[StepSeriesRecord]) -> None:
+        """Store metrics over steps, replacing the series of the same name that the same
+        execution logged beside the same artifact before."""
+
+    @abc.abstractmethod
+    def list_step_metrics(self, run_ids: list[str]) -> list[StepSeriesRecord]:
+        """The series the runs' executions logged, by run (in the order given), execution
+        and name."""
 
     # -- caching and lineage ------------------------------------------------------------
 

@@ -50,3 +50,24 @@ def artifact_key(ref: int | str) -> int | str:
     if text.startswith("a:") and text[2:].isdigit():
         return int(text[2:])
     return text
+
+
+def step_points(name: str, points: Any) -> list[list[int | float | None]]:
+    """The `points` column of a step series: `[[step, value], ...]` in step order, a value
+    that is not a finite number as null.
+
+    Raises:
+        ValueError: A step is not a whole number or a value not a number (naming `name`).
+    """
+    out: list[list[int | float | None]] = []
+    for point in points:
+        step, value = point
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise ValueError(f"step metric {name!r}: step {step!r} is not a whole number")
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"step metric {name!r}: value {value!r} is not a number")
+            value = float(value) if math.isfinite(value) else None
+        out.append([step, value])
+    out.sort(key=lambda p: p[0])  # type: ignore[arg-type,return-value]
+    return out

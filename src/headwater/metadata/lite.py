@@ -31,8 +31,9 @@ from headwater.metadata.base import (
     EventRecord,
     ExecutionRecord,
     RunRecord,
+    StepSeriesRecord,
 )
-from headwater.metadata.encoding import ir_digest, json_column
+from headwater.metadata.encoding import ir_digest, json_column, step_points
 from headwater.metadata.lite_db import LiteDatabase
 from headwater.metadata.lite_sql import (
     INSERT_EXECUTION,
@@ -380,3 +381,37 @@ class SqliteWriter(LiteDatabase):
             )
 
         self._transaction(write, refers_to=f"run {run_id!r}")
+
+    def record_step_metrics(self, series: list[StepSeriesRecord]) -> None:
+        """`SqlMetadataStore.record_step_metrics`."""
+        try:
+            rows = [
+                (
+                    s.run_id,
+                    s.execution_id,
+                    s.artifact_id,
+                    s.name,
+                    json_column(step_points(s.name, s.points)),
+                    int(s.logged),
+                )
+                for s in series
+            ]
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"step metrics: {exc}") from exc
+        if not rows:
+            return
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "DELETE FROM step_metrics WHERE run_id = ? AND execution_id = ? "
+                "AND artifact_id = ? AND name = ?",
+                [row[:4] for row in rows],
+            )
+            conn.executemany(
+                "INSERT INTO step_metrics (run_id, execution_id, artifact_id, name, points, "
+                "logged) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+        runs = sorted({row[0] for row in rows})
+        self._transaction(write, refers_to=f"run {', '.join(map(repr, runs))}")

@@ -1,8 +1,8 @@
 """`RunRecorder`, what a run writes and reads of the store, and `open_run_stores`, which opens it.
 
 A run needs the metadata store for two things (ADR 16): the recorder's writes (the run, its
-executions, artifacts, events and metrics, in batches) and the engine's two per-task reads
-(the cache lookup, an input's recorded digest). Those form `RunRecorder`, which both
+executions, artifacts, events, metrics and step metrics, in batches) and the engine's two
+per-task reads (the cache lookup, an input's recorded digest). Those form `RunRecorder`, which both
 `SqlMetadataStore` and `lite.SqliteWriter` implement. Everything else a run may need (a
 resume reads the run it resumes and claims it) is the full `MetadataStore`.
 
@@ -28,6 +28,7 @@ from headwater.metadata.base import (
     ExecutionRecord,
     MetadataStore,
     RunRecord,
+    StepSeriesRecord,
 )
 
 
@@ -59,6 +60,8 @@ class RunRecorder(Protocol):
     def record_metrics(
         self, run_id: str, execution_id: int, artifact_id: int, metrics: dict[str, float]
     ) -> None: ...
+
+    def record_step_metrics(self, series: list[StepSeriesRecord]) -> None: ...
 
     def get_artifact(self, ref: int | str) -> ArtifactRecord | None: ...
 

@@ -152,6 +152,27 @@ METRICS = Table(
     Column("value", Double),
 )
 
+#: A metric over steps (rounds, epochs) logged beside a Metrics artifact (ADR 45): one row
+#: per series, its `[step, value]` points as one JSON array cut to at most
+#: `step_metrics.MAX_POINTS` (`logged` says how many there were); a NaN value is null.
+STEP_METRICS = Table(
+    "step_metrics",
+    METADATA,
+    Column("id", Integer, primary_key=True),
+    Column(
+        "run_id",
+        String,
+        ForeignKey("runs.run_id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    Column("execution_id", Integer, nullable=False),
+    Column("artifact_id", Integer, nullable=False),
+    Column("name", String, nullable=False),
+    Column("points", Json, nullable=False),
+    Column("logged", Integer, nullable=False),
+)
+
 #: A registered model version: a name, its version (1, 2, ... per name), the artifact URI, and
 #: the run and execution that produced it. Deleting the run keeps the model, without them.
 MODELS = Table(

@@ -120,6 +120,26 @@ def get_graph(request: Request, run_id: str, iterations: int = _ITERATIONS) -> d
     return graph
 
 
+@router.get("/runs/{run_id}/steps", summary="A run's metrics over steps")
+def get_steps(request: Request, run_id: str) -> dict[str, Any]:
+    """The series its tasks logged beside Metrics artifacts (XGBoost's rounds, Lightning's
+    epochs, `headwater.log_step`), each at most 1000 points (`logged` says how many there
+    were), and a chart per metric name: `{"series", "charts", "more"}`."""
+    return data.steps_view([run_id], metadata=_store(request))
+
+
+@router.get("/runs/{run_id}/trials", summary="A tuning run's trials")
+def get_trials(request: Request, run_id: str) -> dict[str, Any]:
+    """`{"objective", "minimize", "parameters", "trials": [{"trial", "round", "task",
+    "parameters", "objective", "status", "error", "best_so_far"}], "best", "count",
+    "shown"}`; `trials` is empty for a run that is not a tuning."""
+    found = data.trials_of(run_id, metadata=_store(request))
+    if found is None:
+        return {"objective": None, "minimize": None, "parameters": [], "trials": [],
+                "best": None, "count": 0, "shown": 0}  # fmt: skip
+    return found
+
+
 @router.delete("/runs/{run_id}", summary="Delete a run")
 def remove_run(request: Request, run_id: str) -> dict[str, Any]:
     """Delete the run, its tasks and logs, and the artifacts no other run uses."""

@@ -23,7 +23,9 @@ __all__ = [
     "models_view",
     "run_view",
     "runs_page",
+    "steps_view",
     "trace_path",
+    "trials_of",
 ]
 
 
@@ -114,6 +116,45 @@ def run_view(
         shown["group"] = where.get(shown["name"], "")
         shown["folded_into"] = folded.get(shown["name"])
     return {**run_json(run), "tasks": tasks, "graph": graph}
+
+
+#: Charts of metrics over steps on one page; a run that logged more names lists the rest.
+MAX_CHARTS = 24
+
+
+def steps_view(run_ids: list[str], *, metadata: str | None) -> dict[str, Any]:
+    """The runs' metrics over steps, as stored and grouped for drawing.
+
+    Returns:
+        `{"series": [StepSeries JSON], "charts": [{"name", "lines": [{"label", "run_id",
+        "task", "points", "logged"}]}], "more": [names not charted]}`: a chart per metric
+        name (at most `MAX_CHARTS`), a line per task, labelled by task for one run and by
+        run and task for several.
+    """
+    from headwater.api.steps import get_step_metrics
+
+    found = get_step_metrics(run_ids, metadata=metadata)
+    several = len({s.run_id for s in found}) > 1
+    charts: dict[str, list[dict[str, Any]]] = {}
+    for s in found:
+        label = f"{s.run_id[:8]} {s.task}" if several else s.task
+        line = {"label": label, "run_id": s.run_id, "task": s.task}
+        charts.setdefault(s.name, []).append(
+            {**line, "points": [list(p) for p in s.points], "logged": s.logged}
+        )
+    names = sorted(charts)
+    return {
+        "series": [s.to_json() for s in found],
+        "charts": [{"name": n, "lines": charts[n]} for n in names[:MAX_CHARTS]],
+        "more": names[MAX_CHARTS:],
+    }
+
+
+def trials_of(run_id: str, *, metadata: str | None) -> dict[str, Any] | None:
+    """The trials of a tuning run (see `headwater.ui.trials.trials_view`), or None."""
+    from headwater.ui.trials import trials_view
+
+    return trials_view(get_run(run_id, metadata=metadata))
 
 
 def log_path(run_id: str, task: str, *, metadata: str | None) -> Path:
@@ -246,7 +287,8 @@ def lineage_view(
 
 
 def compare_view(run_ids: list[str], *, metadata: str | None) -> dict[str, Any]:
-    """Parameters and metrics of 2-10 runs side by side; `differs` marks rows that vary."""
+    """Parameters and metrics of 2-10 runs side by side; `differs` marks rows that vary;
+    `steps`: their metrics over steps (`steps_view`), a line per run and task."""
     if not 2 <= len(run_ids) <= 10:
         raise InvalidArgumentError(f"compare takes 2 to 10 runs, got {len(run_ids)}")
     runs = [get_run(r, metadata=metadata) for r in run_ids]
@@ -264,6 +306,7 @@ def compare_view(run_ids: list[str], *, metadata: str | None) -> dict[str, Any]:
         "parameters": table(lambda r: r.parameters),
         "metrics": table(lambda r: r.metrics),
         "roc": _roc_curves(runs, metadata),
+        "steps": steps_view([r.run_id for r in runs], metadata=metadata),
     }
 
 

@@ -98,7 +98,33 @@ def run_page(
     request: Request, run_id: str, iterations: int = Query(ITERATIONS_SHOWN, ge=1, le=1000)
 ) -> str:
     run = data.run_view(run_id, metadata=_store(request), iterations=iterations)
-    return render("run.html", run=run, iterations=iterations, title=f"Run {run['run_id'][:8]}")
+    return render(
+        "run.html", run=run, iterations=iterations, title=f"Run {run['run_id'][:8]}",
+        **_steps_and_trials(run["run_id"], _store(request)),
+    )  # fmt: skip
+
+
+def _steps_and_trials(run_id: str, metadata: str | None) -> dict[str, Any]:
+    """What `run_steps.html` draws: `steps` (`data.steps_view` with each chart's SVG),
+    `trials` (`data.trials_of`, or None) and `trials_chart` (SVG)."""
+    from headwater.ui.charts import trials_chart_svg
+
+    trials = data.trials_of(run_id, metadata=metadata)
+    return {
+        "steps": _charted(data.steps_view([run_id], metadata=metadata)),
+        "trials": trials,
+        "trials_chart": trials_chart_svg(trials) if trials else "",
+    }
+
+
+def _charted(steps: dict[str, Any]) -> dict[str, Any]:
+    """`steps` with an `svg` in each chart (`charts.line_chart_svg`)."""
+    from headwater.ui.charts import line_chart_svg
+
+    for chart in steps["charts"]:
+        lines = [(line["label"], [tuple(p) for p in line["points"]]) for line in chart["lines"]]
+        chart["svg"] = line_chart_svg(chart["name"], lines)
+    return steps
 
 
 @router.get("/artifacts/{ref:path}", response_class=HTMLResponse)
@@ -141,7 +167,8 @@ def compare_page(request: Request, runs: str = "") -> str:
     ids = [r for r in runs.split(",") if r.strip()]
     view = data.compare_view(ids, metadata=_store(request))
     roc = roc_svg([(c["name"], c["points"]) for c in view["roc"]]) if view["roc"] else ""
-    return render("compare.html", view=view, roc=roc, title="Compare")
+    steps = _charted(view["steps"])
+    return render("compare.html", view=view, roc=roc, steps=steps, title="Compare")
 
 
 @router.get("/models", response_class=HTMLResponse)

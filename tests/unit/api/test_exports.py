@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import headwater
-from headwater import endpoints
-from headwater.api import artifacts, cache, compiler, lineage, models, running, runs
+from headwater import endpoints, step_metrics
+from headwater.api import artifacts, cache, compiler, lineage, models, running, runs, steps
 from headwater.engine import options, result
 
 EXPORTED = {
@@ -42,6 +42,10 @@ EXPORTED = {
     "stop_endpoint": endpoints,
     "Deployment": endpoints,
     "EndpointInfo": endpoints,
+    "get_step_metrics": steps,
+    "StepSeries": steps,
+    "log_step": step_metrics,
+    "log_series": step_metrics,
 }
 
 

@@ -25,6 +25,7 @@ from headwater.metadata import (
     ExecutionRecord,
     MetadataStore,
     RunRecord,
+    StepSeriesRecord,
 )
 
 IR = {"pipelineInfo": {"name": "p"}, "root": {"dag": {"tasks": {}}}}
@@ -342,6 +343,41 @@ def json_values_that_json_cannot_hold(store: MetadataStore) -> None:
     assert got.outputs == {"nan": "nan", "inf": ["inf"], "path": "/x", "ok": 1.5}
 
 
+def step_metrics_round_trip(store: MetadataStore) -> None:
+    add_run(store, "r1")
+    add_run(store, "r2")
+    e1 = add_execution(store, "r1", "train")
+    e2 = add_execution(store, "r2", "train")
+    a1 = add_artifact(store, "mem://m1", e1, schema_title="system.Metrics")
+    a2 = add_artifact(store, "mem://m2", e2, schema_title="system.Metrics")
+    assert store.list_step_metrics(["r1", "r2"]) == []
+    store.record_step_metrics(
+        [
+            # Out of step order, a NaN and an int value, a step past 32 bits.
+            StepSeriesRecord("r1", e1, a1, "loss", [(1, 0.5), (0, float("nan")), (2, 1)], 3),
+            StepSeriesRecord("r1", e1, a1, "acc", [(0, 0.25), (2**40, 0.75)], 5000),
+        ]
+    )
+    store.record_step_metrics([StepSeriesRecord("r2", e2, a2, "loss", [(0, 0.9)], 1)])
+    store.record_step_metrics([])
+    found = store.list_step_metrics(["r2", "r1"])
+    assert [(s.run_id, s.name) for s in found] == [("r2", "loss"), ("r1", "acc"), ("r1", "loss")]
+    loss = found[2]
+    assert (loss.execution_id, loss.artifact_id, loss.logged) == (e1, a1, 3)
+    assert loss.points == [(0, None), (1, 0.5), (2, 1.0)]
+    assert found[1].points == [(0, 0.25), (2**40, 0.75)] and found[1].logged == 5000
+    # Logged again by the same execution beside the same artifact: replaced, not added.
+    store.record_step_metrics([StepSeriesRecord("r1", e1, a1, "loss", [(0, 0.1)], 1)])
+    again = store.list_step_metrics(["r1"])
+    assert [(s.name, s.points) for s in again] == [("acc", found[1].points), ("loss", [(0, 0.1)])]
+    with pytest.raises(InvalidArgumentError, match=r"'loss'.*not a number"):
+        store.record_step_metrics([StepSeriesRecord("r1", e1, a1, "loss", [(0, "x")], 1)])  # type: ignore[list-item]
+    with pytest.raises(NotFoundError):
+        store.record_step_metrics([StepSeriesRecord("ghost", e1, a1, "loss", [(0, 1.0)], 1)])
+    store.delete_run("r1")
+    assert [s.run_id for s in store.list_step_metrics(["r1", "r2"])] == ["r2"]
+
+
 # -- delete, interrupt, cache -----------------------------------------------------------
 
 
@@ -635,6 +671,7 @@ SCENARIOS: dict[str, Callable[[MetadataStore], object]] = {
         artifacts_and_events,
         dangling_references_are_not_found,
         json_values_that_json_cannot_hold,
+        step_metrics_round_trip,
         delete_run_keeps_shared_artifacts,
         delete_run_keeps_artifacts_produced_elsewhere,
         mark_interrupted,

@@ -27,10 +27,11 @@ from headwater.metadata import (
     SqlMetadataStore,
     open_store,
 )
+from headwater.metadata.base import StepSeriesRecord
 from headwater.metadata.lite import SqliteWriter
 from headwater.metadata.recorder import RunStores, open_run_stores
 
-TABLES = ("pipelines", "runs", "executions", "artifacts", "events", "metrics")
+TABLES = ("pipelines", "runs", "executions", "artifacts", "events", "metrics", "step_metrics")
 IR = {"pipelineInfo": {"name": "p"}, "root": {"dag": {"tasks": {}}}, "n": [1, 2.5, None]}
 
 
@@ -110,6 +111,11 @@ def _writes(store: Any) -> list[Any]:
         store.record_events(events)
         store.record_metrics("r1", out[1], out[3], {"acc": 0.9, "loss": float("nan")})
         store.record_metrics("r1", out[1], out[3], {"acc": 0.95})  # replaces acc only
+        loss = StepSeriesRecord("r1", out[1], out[3], "loss", [(1, 0.5), (0, float("nan"))], 2)
+        acc = StepSeriesRecord("r1", out[1], out[3], "acc", [(0, 0.25), (1, 1)], 9)
+        store.record_step_metrics([loss, acc])
+        store.record_step_metrics([StepSeriesRecord("r1", out[1], out[3], "acc", [(5, 1.0)], 1)])
+        store.record_step_metrics([])
     hits = [
         ExecutionRecord(run_id="r2", task=t, state="CACHED", cached_from=out[1], cache_key="k1")
         for t in ("a", "b")
@@ -219,6 +225,15 @@ ERRORS: dict[str, ErrorCase] = {
     "bad event kind": lambda s: s.record_events([EventRecord(1, 1, "SIDEWAYS", "x")]),  # type: ignore[arg-type]
     "metrics that are not numbers": lambda s: s.record_metrics("r1", 1, 1, {"a": "x"}),  # type: ignore[dict-item]
     "metrics of an unknown run": lambda s: s.record_metrics("nope", 1, 1, {"a": 1.0}),
+    "step metrics that are not numbers": lambda s: s.record_step_metrics(
+        [StepSeriesRecord("r1", 1, 1, "loss", [(0, "x")], 1)]  # type: ignore[list-item]
+    ),
+    "step metrics at a step that is not whole": lambda s: s.record_step_metrics(
+        [StepSeriesRecord("r1", 1, 1, "loss", [(0.5, 1.0)], 1)]  # type: ignore[list-item]
+    ),
+    "step metrics of an unknown run": lambda s: s.record_step_metrics(
+        [StepSeriesRecord("nope", 1, 1, "loss", [(0, 1.0)], 1)]
+    ),
     "a run without parameters": lambda s: s.create_run(
         RunRecord("r9", "p", "v", "RUNNING", parameters=None),
         ir=IR,  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ TABLES = {
     "artifacts",
     "events",
     "metrics",
+    "step_metrics",
     "models",
     "endpoints",
     "alembic_version",

@@ -66,6 +66,7 @@ def test_the_run_writes_through_the_writer() -> None:
         "record_event",
         "record_events",
         "record_metrics",
+        "record_step_metrics",
         "get_artifact",
         "cached_outputs",
         "batch",

@@ -114,6 +114,11 @@ def train_lightning(
     tensorboard.metadata["format"] = "tensorboard-logs"
     if os.path.exists(trace):
         profile_trace.metadata.update({"format": "chrome-trace", "file": "trace.json.gz"})
+    from headwater.step_metrics import log_series
+
+    # Each epoch's values over steps (drawn by Headwater's UI); the final values after them.
+    for name, points in sorted(result.history.items()):
+        log_series(metrics, name, [p[1] for p in points], steps=[int(p[0]) for p in points])
     for name, value in result.metrics.items():
         metrics.log_metric(name, value)
     scored = result.classification

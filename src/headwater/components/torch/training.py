@@ -64,6 +64,8 @@ class TrainResult:
     classification: dict[str, Any] | None
     seconds: float
     replicas: int
+    #: `{metric: [[epoch, value], ...]}`: what the module had logged at the end of each epoch.
+    history: dict[str, list[list[float]]] = field(default_factory=dict)
 
 
 def train(spec: TrainSpec, replicas: int = 1) -> TrainResult:
@@ -120,8 +122,9 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
     datamodule = _data_module(s, pl)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     example = _preflight(module, datamodule, torch)
+    history = _history_callback(pl)
     with tempfile.TemporaryDirectory(prefix="headwater-lightning-") as scratch:
-        trainer = _trainer(s, pl, scratch, world)
+        trainer = _trainer(s, pl, scratch, world, [history])
         fit_started = time.monotonic()
         try:
             trainer.fit(module, datamodule=datamodule)
@@ -147,6 +150,7 @@ def fit(spec: dict[str, Any]) -> dict[str, Any]:
             "classification": None,
             "seconds": 0.0,
             "replicas": world,
+            "history": history.history,
         }
         if not trainer.is_global_zero:
             return result
@@ -355,7 +359,39 @@ def _shape_error(exc: RuntimeError, example: Any) -> Exception:
     return UserError(f"the model rejected a batch of shape {shape} (batch first): {text}")
 
 
-def _trainer(s: TrainSpec, pl: Any, scratch: str, world: int) -> Any:
+def _history_callback(pl: Any) -> Any:
+    """A Lightning callback that keeps, per epoch, the scalars the module has logged by the
+    end of it (`trainer.callback_metrics`) in its `history`: `{name: [[epoch, value], ...]}`.
+
+    An epoch is read when the next one starts and when fitting ends: only then has Lightning
+    aggregated the epoch's `on_epoch` values and run its validation.
+    """
+
+    class History(pl.Callback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.history: dict[str, list[list[float]]] = {}
+            self._done = -1
+
+        def _take(self, trainer: Any, epoch: int) -> None:
+            if epoch <= self._done:
+                return
+            self._done = epoch
+            for name, value in _scalars(trainer.callback_metrics).items():
+                self.history.setdefault(name, []).append([epoch, value])
+
+        def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+            self._take(trainer, trainer.current_epoch - 1)
+
+        def on_fit_end(self, trainer: Any, module: Any) -> None:
+            # A fit stopped inside an epoch (max_steps) has not counted it: take it too.
+            self._take(trainer, max(trainer.current_epoch - 1, self._done + 1))
+
+    return History()
+
+
+def _trainer(
+    s: TrainSpec, pl: Any, scratch: str, world: int, callbacks: list[Any] | None = None
+) -> Any:
     """Lightning's Trainer from the user's arguments, checked key by key."""
     args = coerce(pl.Trainer.__init__, dict(s.trainer_args))
     accepted = set(inspect.signature(pl.Trainer.__init__).parameters) - {"self"}
@@ -379,7 +415,7 @@ def _trainer(s: TrainSpec, pl: Any, scratch: str, world: int) -> Any:
             f"trainer_args: {', '.join(map(repr, owned))} cannot be given as data: the component "
             "sets the logger (TensorBoard, as an output artifact), root directory and callbacks"
         )
-    callbacks = []
+    callbacks = list(callbacks or [])
     if args.get("profiler") == "pytorch":
         del args["profiler"]
         if s.trace_path and s.summary_path:

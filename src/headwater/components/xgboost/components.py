@@ -52,7 +52,14 @@ def train_xgboost(
         early_stopping_rounds=early_stopping_rounds,
         label=label,
     )
+    from headwater.step_metrics import log_series
+
     model.metadata.update(result.metadata)
+    # Every round's evaluation metrics over steps (drawn by Headwater's UI); then the final
+    # values, at the best iteration (the saved model), replace the last round's.
+    for split, per_metric in sorted(result.history.items()):
+        for name, values in sorted(per_metric.items()):
+            log_series(metrics, f"{split}_{name}", values)
     for name, value in result.metrics.items():
         metrics.log_metric(name, value)
     metrics.log_metric("best_iteration", result.metadata["best_iteration"])

@@ -15,11 +15,12 @@ from headwater.metadata.base import (
     EventRecord,
     ExecutionRecord,
     LineageGraph,
+    StepSeriesRecord,
 )
-from headwater.metadata.encoding import artifact_key
+from headwater.metadata.encoding import artifact_key, step_points
 from headwater.metadata.lineage import lineage_graph
 from headwater.metadata.queries import artifact_record, chunks, execution_record
-from headwater.metadata.schema import ARTIFACTS, EVENTS, EXECUTIONS, METRICS
+from headwater.metadata.schema import ARTIFACTS, EVENTS, EXECUTIONS, METRICS, STEP_METRICS
 from headwater.metadata.sql.base import SqlStoreBase
 
 
@@ -222,6 +223,71 @@ class ArtifactRecords(SqlStoreBase):
             conn.execute(insert(METRICS), rows)
 
         self._db.transaction(write, write=True, refers_to=f"run {run_id!r}")
+
+    def record_step_metrics(self, series: list[StepSeriesRecord]) -> None:
+        """Store metrics over steps, replacing a series of the same name, execution and
+        artifact.
+
+        Raises:
+            InvalidArgumentError: A step is not a whole number or a value not a number.
+        """
+        try:
+            rows = [
+                {
+                    "run_id": s.run_id,
+                    "execution_id": s.execution_id,
+                    "artifact_id": s.artifact_id,
+                    "name": s.name,
+                    "points": step_points(s.name, s.points),
+                    "logged": int(s.logged),
+                }
+                for s in series
+            ]
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"step metrics: {exc}") from exc
+        if not rows:
+            return
+
+        def write(conn: Connection) -> None:
+            for row in rows:
+                conn.execute(
+                    delete(STEP_METRICS).where(
+                        STEP_METRICS.c.run_id == row["run_id"],
+                        STEP_METRICS.c.execution_id == row["execution_id"],
+                        STEP_METRICS.c.artifact_id == row["artifact_id"],
+                        STEP_METRICS.c.name == row["name"],
+                    )
+                )
+            conn.execute(insert(STEP_METRICS), rows)
+
+        runs = sorted({str(s.run_id) for s in series})
+        self._db.transaction(write, write=True, refers_to=f"run {', '.join(map(repr, runs))}")
+
+    def list_step_metrics(self, run_ids: list[str]) -> list[StepSeriesRecord]:
+        """The series of these runs, by run (in the order given), execution and name."""
+        if not run_ids:
+            return []
+
+        def read(conn: Connection) -> list[StepSeriesRecord]:
+            found = conn.execute(
+                select(STEP_METRICS)
+                .where(STEP_METRICS.c.run_id.in_(run_ids))
+                .order_by(STEP_METRICS.c.execution_id, STEP_METRICS.c.name, STEP_METRICS.c.id)
+            ).all()
+            return [
+                StepSeriesRecord(
+                    run_id=r.run_id,
+                    execution_id=r.execution_id,
+                    artifact_id=r.artifact_id,
+                    name=r.name,
+                    points=[(int(p[0]), None if p[1] is None else float(p[1])) for p in r.points],
+                    logged=r.logged,
+                )
+                for r in found
+            ]
+
+        order = {run_id: n for n, run_id in enumerate(run_ids)}
+        return sorted(self._db.transaction(read), key=lambda s: order[s.run_id])
 
     # -- caching and lineage ------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from headwater.metadata.schema import (
     MODELS,
     PIPELINES,
     RUNS,
+    STEP_METRICS,
 )
 from headwater.metadata.sql.base import SqlStoreBase
 
@@ -282,6 +283,7 @@ class RunRecords(SqlStoreBase):
                 conn.execute(delete(EVENTS).where(EVENTS.c.artifact_id.in_(chunk)))
                 conn.execute(delete(ARTIFACTS).where(ARTIFACTS.c.id.in_(chunk)))
             conn.execute(delete(METRICS).where(METRICS.c.run_id == run_id))
+            conn.execute(delete(STEP_METRICS).where(STEP_METRICS.c.run_id == run_id))
             conn.execute(update(MODELS).where(MODELS.c.run_id == run_id).values(run_id=None))
             conn.execute(update(ENDPOINTS).where(ENDPOINTS.c.run_id == run_id).values(run_id=None))
             conn.execute(delete(EXECUTIONS).where(EXECUTIONS.c.run_id == run_id))

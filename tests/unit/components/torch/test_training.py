@@ -50,6 +50,13 @@ def test_training_writes_model_checkpoint_logs_and_classifier_metrics(
     assert {"train_loss", "val_loss", "val_acc", "test_acc", "accuracy"} <= set(result.metrics)
     assert result.objective == result.metrics["val_acc"]
     assert result.metrics["epochs"] == 2
+    # Each epoch's values over steps: the validation metrics of epochs 0 and 1, the last
+    # equal to what fitting ended with (test values came after).
+    history = result.history
+    assert [p[0] for p in history["val_acc"]] == [0, 1]
+    assert [p[0] for p in history["val_loss"]] == [0, 1]
+    assert history["val_acc"][-1][1] == pytest.approx(result.metrics["val_acc"])
+    assert "test_acc" not in history
     # The confusion matrix covers the whole test split and agrees with the accuracy.
     scored = result.classification
     assert scored is not None and scored["categories"] == [str(d) for d in range(10)]
