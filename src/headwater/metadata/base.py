@@ -56,7 +56,7 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0005_endpoints"
+SCHEMA_HEAD = "0006_kfp_server"
 
 
 @dataclass

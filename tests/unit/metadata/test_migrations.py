@@ -24,6 +24,10 @@ TABLES = {
     "metrics",
     "models",
     "endpoints",
+    "kfp_experiments",
+    "kfp_pipelines",
+    "kfp_pipeline_versions",
+    "kfp_runs",
     "alembic_version",
 }
 
