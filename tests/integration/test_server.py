@@ -241,6 +241,13 @@ def test_bad_input_is_400_unknown_ids_404_and_the_rest_501(client: Any, server: 
         assert status == 404 and body["code"] == 5
     bad_filter = httpx.get(f"{server}/apis/v2beta1/runs", params={"filter": "{nope"})
     assert bad_filter.status_code == 400 and "filter" in bad_filter.json()["message"]
+    # A body a page of another site could send without asking first (ADR 19).
+    plain = httpx.post(
+        f"{server}/apis/v2beta1/experiments",
+        content='{"display_name": "from a page"}',
+        headers={"Content-Type": "text/plain"},
+    )
+    assert plain.status_code == 415 and plain.json()["code"] == 3
     missing = httpx.get(f"{server}/apis/v2beta1/recurringruns")
     assert missing.status_code == 501
     assert missing.json() == {

@@ -101,7 +101,19 @@ async def handle(request: Request) -> Response:
     raw = await request.body()
     kind = request.headers.get("content-type", "")
     body: Any = None
-    if raw.strip() and not kind.startswith("multipart/"):
+    media = kind.partition(";")[0].strip().lower()
+    upload = path in ("/pipelines/upload", "/pipelines/upload_version")
+    if (
+        raw.strip()
+        and media != "application/json"
+        and not (upload and media.startswith("multipart/"))
+    ):
+        # The types a page of another site may send without asking first (ADR 19).
+        return JSONResponse(
+            status_body(415, f"{method} {PREFIX}{path} takes application/json (got {kind!r})"),
+            status_code=415,
+        )
+    if raw.strip() and not upload:
         try:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
