@@ -248,14 +248,14 @@ def test_bad_input_is_400_unknown_ids_404_and_the_rest_501(client: Any, server: 
         headers={"Content-Type": "text/plain"},
     )
     assert plain.status_code == 415 and plain.json()["code"] == 3
-    missing = httpx.get(f"{server}/apis/v2beta1/recurringruns")
+    missing = httpx.get(f"{server}/apis/v2beta1/runs/x/nodes/y/artifacts/z:read")
     assert missing.status_code == 501
     assert missing.json() == {
         "code": 12,
         "message": missing.json()["message"],
         "details": [],
     }
-    assert "GET /apis/v2beta1/recurringruns" in missing.json()["message"]
+    assert "GET /apis/v2beta1/runs/x/nodes/y/artifacts/z:read" in missing.json()["message"]
     # The web UI and its API share the port.
     assert httpx.get(f"{server}/api/v1/runs").status_code == 200
     assert httpx.get(f"{server}/").status_code == 200
@@ -303,6 +303,48 @@ def test_concurrent_clients_are_all_accepted_and_all_run(server: str) -> None:
         assert c.wait_for_run_completion(run_id, timeout=120, sleep_duration=0.2).state == (
             "SUCCEEDED"
         )
+
+
+def test_a_recurring_run_fires_until_disabled(client: Any, server: str, tmp_path: Path) -> None:
+    experiment = client.create_experiment("recurring")
+    recurring = client.create_recurring_run(
+        experiment_id=experiment.experiment_id,
+        job_name="every second",
+        pipeline_package_path=package(tmp_path, adder),
+        params={"x": 4},
+        interval_second=1,
+        max_concurrency=1,
+    )
+    rid = recurring.recurring_run_id
+    fetched = client.get_recurring_run(rid)
+    assert fetched.status == "ENABLED" and fetched.trigger.periodic_schedule.interval_second == "1"
+    listed = httpx.get(
+        f"{server}/apis/v2beta1/recurringruns", params={"experiment_id": experiment.experiment_id}
+    ).json()
+    assert [r["recurring_run_id"] for r in listed["recurringRuns"]] == [rid]
+
+    def made() -> list[Any]:
+        return client.list_runs(experiment_id=experiment.experiment_id, page_size=100).runs or []
+
+    wait_for(lambda: len(made()) >= 2, 60, "the recurring run to fire twice")
+    client.disable_recurring_run(rid)
+    assert client.get_recurring_run(rid).status == "DISABLED"
+    fired = made()
+    assert {r.recurring_run_id for r in fired} == {rid}
+    for run in fired:
+        assert wait_state(client, run.run_id, ("SUCCEEDED",)).runtime_config.parameters == {"x": 4}
+    assert len(made()) == len(fired)  # nothing fires while disabled
+    client.delete_recurring_run(rid)
+    assert api_error(lambda: client.get_recurring_run(rid))[0] == 404
+    status, body = api_error(
+        lambda: client.create_recurring_run(
+            experiment_id=experiment.experiment_id,
+            job_name="bad",
+            pipeline_package_path=package(tmp_path, adder),
+            cron_expression="61 * * * * *",
+        )
+    )
+    assert status == 400 and "second" in body["message"]
 
 
 def _worker_pid(home: Path, run_id: str) -> int:

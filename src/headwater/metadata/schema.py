@@ -261,4 +261,29 @@ KFP_RUNS = Table(
     Column("worker_pid", Integer),
     # Worker starts that ended without a final state (a crashed worker): bounded retries.
     Column("starts", Integer, nullable=False),
+    # The recurring run that made it (no foreign key: deleting that keeps its runs).
+    Column("recurring_run_id", String, index=True),
+)
+
+#: `headwater server`: a KFP recurring run, whose runs the server's scheduler makes.
+#: `next_fire_at` is the next time it fires (NULL: past its end); `status` ENABLED/DISABLED.
+KFP_RECURRING_RUNS = Table(
+    "kfp_recurring_runs",
+    METADATA,
+    Column("recurring_run_id", String, primary_key=True),
+    Column("experiment_id", String, nullable=False, index=True),
+    Column("namespace", String, nullable=False, index=True),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column("pipeline_spec", Json),
+    Column("pipeline_id", String),
+    Column("pipeline_version_id", String),
+    Column("runtime_config", Json, nullable=False),
+    Column("trigger", Json, nullable=False),
+    Column("max_concurrency", Integer, nullable=False),
+    Column("no_catchup", Integer, nullable=False),
+    Column("status", String, nullable=False),
+    Column("next_fire_at", Double),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
 )

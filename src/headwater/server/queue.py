@@ -101,6 +101,7 @@ class RunQueue:
             self._wake.clear()
 
     def _dispatch(self) -> None:
+        self._fire(time.time())
         active = self.store.runs_in(ACTIVE)
         for run in active:
             if not self._worker_alive(run):
@@ -111,6 +112,41 @@ class RunQueue:
             return
         for run in self.store.runs_in(("PENDING",), limit=free):
             self._start(run)
+
+    def _fire(self, now: float) -> None:
+        """Queue a run of each recurring run whose time has come, unless `max_concurrency` of
+        its runs are queued or running (it then fires when one ends). After downtime, each
+        missed time fires in turn, or with `no_catchup` only the latest."""
+        from headwater.metadata.schema import KFP_RUNS
+        from headwater.server.schedule import trigger_of
+
+        for rec in self.store.due_recurring_runs(now):
+            rid, fire_at = rec["recurring_run_id"], rec["next_fire_at"]
+            busy = self.store.count(
+                KFP_RUNS,
+                (KFP_RUNS.c.recurring_run_id == rid) & KFP_RUNS.c.state.in_(("PENDING", *ACTIVE)),
+            )
+            if busy >= rec["max_concurrency"]:
+                continue
+            trigger = trigger_of(rec["trigger"])
+            following = trigger.next_after(now if rec["no_catchup"] else fire_at)
+            if not self.store.update_recurring_run(rid, next_was=fire_at, next_fire_at=following):
+                continue  # changed meanwhile (disabled, or fired by another server)
+            stamp = time.strftime("%Y-%m-%d %H-%M-%S", time.gmtime(fire_at))
+            self.store.create_run(
+                {
+                    "experiment_id": rec["experiment_id"],
+                    "namespace": rec["namespace"],
+                    "display_name": f"{rec['display_name']} {stamp}",
+                    "description": rec["description"],
+                    "pipeline_spec": rec["pipeline_spec"],
+                    "pipeline_id": rec["pipeline_id"],
+                    "pipeline_version_id": rec["pipeline_version_id"],
+                    "runtime_config": rec["runtime_config"],
+                    "scheduled_at": fire_at,
+                    "recurring_run_id": rid,
+                }
+            )
 
     def _worker_alive(self, run: Record) -> bool:
         child = self._children.get(run["run_id"])

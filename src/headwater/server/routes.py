@@ -443,11 +443,9 @@ def delete_version(state: ServerState, call: Call) -> Any:
 # -- runs -----------------------------------------------------------------------------------
 
 
-@route("POST", "/runs")
-def create_run(state: ServerState, call: Call) -> Any:
-    doc = _obj(call)
-    store = state.store
-    display_name = _text(doc, "display_name", required=True)
+def _submission(store: KfpStore, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The checked columns a run or recurring run takes from its request: the pipeline (an
+    inline spec or a version), the runtime config, the experiment and its namespace."""
     spec, ref = doc.get("pipeline_spec"), doc.get("pipeline_version_reference")
     if (spec is None) == (ref is None):
         raise ApiError(400, "send exactly one of pipeline_spec and pipeline_version_reference")
@@ -476,18 +474,21 @@ def create_run(state: ServerState, call: Call) -> Any:
     )
     if experiment["storage_state"] == "ARCHIVED":
         raise ApiError(400, f"experiment {experiment['experiment_id']} is archived: unarchive it")
-    row = store.create_run(
-        {
-            "experiment_id": experiment["experiment_id"],
-            "namespace": experiment["namespace"],
-            "display_name": display_name,
-            "description": _text(doc, "description"),
-            "pipeline_spec": spec,
-            "pipeline_id": pipeline_id,
-            "pipeline_version_id": version_id,
-            "runtime_config": dict(runtime_config),
-        }
-    )
+    return {
+        "experiment_id": experiment["experiment_id"],
+        "namespace": experiment["namespace"],
+        "display_name": _text(doc, "display_name", required=True),
+        "description": _text(doc, "description"),
+        "pipeline_spec": spec,
+        "pipeline_id": pipeline_id,
+        "pipeline_version_id": version_id,
+        "runtime_config": dict(runtime_config),
+    }
+
+
+@route("POST", "/runs")
+def create_run(state: ServerState, call: Call) -> Any:
+    row = state.store.create_run(_submission(state.store, _obj(call)))
     state.queue.wake()
     return run_json(row, metadata_url=state.metadata_url, details=False)
 
@@ -572,3 +573,118 @@ def delete_run(state: ServerState, call: Call) -> Any:
     with contextlib.suppress(NotFoundError):  # never started (canceled while queued)
         delete_headwater_run(run["run_id"], metadata=state.metadata_url)
     state.store.delete_run(run["run_id"])
+
+
+# -- recurring runs -------------------------------------------------------------------------
+
+
+def _recurring(row: Record) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "recurring_run_id": row["recurring_run_id"],
+        "display_name": row["display_name"],
+        "description": row["description"],
+        "runtime_config": row["runtime_config"],
+        "service_account": "",
+        "max_concurrency": str(row["max_concurrency"]),
+        "trigger": row["trigger"],
+        "mode": "ENABLE" if row["status"] == "ENABLED" else "DISABLE",
+        "status": row["status"],
+        "created_at": rfc3339(row["created_at"]),
+        "updated_at": rfc3339(row["updated_at"]),
+        "no_catchup": bool(row["no_catchup"]),
+        "namespace": row["namespace"],
+        "experiment_id": row["experiment_id"],
+    }
+    if row["pipeline_spec"] is not None:
+        doc["pipeline_spec"] = row["pipeline_spec"]
+    else:
+        doc["pipeline_version_reference"] = {
+            "pipeline_id": row["pipeline_id"],
+            "pipeline_version_id": row["pipeline_version_id"],
+        }
+    return doc
+
+
+@route("POST", "/recurringruns")
+def create_recurring_run(state: ServerState, call: Call) -> Any:
+    import time
+
+    from headwater.server.schedule import parse_trigger
+
+    doc = _obj(call)
+    trigger, stored = parse_trigger(doc.get("trigger"))
+    raw = doc.get("max_concurrency") or 1
+    try:
+        concurrency = int(raw)  # int64: a number or a string
+    except (TypeError, ValueError) as exc:
+        raise ApiError(400, f"max_concurrency {raw!r}: a number from 1 to 10") from exc
+    if not 1 <= concurrency <= 10:
+        raise ApiError(400, f"max_concurrency must be from 1 to 10, got {concurrency}")
+    mode = doc.get("mode") or "ENABLE"
+    if mode not in ("ENABLE", "DISABLE"):
+        raise ApiError(400, f"mode {mode!r}: ENABLE or DISABLE")
+    no_catchup = doc.get("no_catchup") or False
+    if not isinstance(no_catchup, bool):
+        raise ApiError(400, f"no_catchup must be true or false, got {no_catchup!r}")
+    row = state.store.create_recurring_run(
+        {
+            **_submission(state.store, doc),
+            "trigger": stored,
+            "max_concurrency": concurrency,
+            "no_catchup": int(no_catchup),
+            "status": "ENABLED" if mode == "ENABLE" else "DISABLED",
+            "next_fire_at": trigger.next_after(time.time()),
+        }
+    )
+    state.queue.wake()
+    return _recurring(row)
+
+
+@route("GET", "/recurringruns/{recurring_run_id}")
+def get_recurring_run(state: ServerState, call: Call) -> Any:
+    return _recurring(state.store.recurring_run(call.params["recurring_run_id"]))
+
+
+@route("GET", "/recurringruns")
+def list_recurring_runs(state: ServerState, call: Call) -> Any:
+    from headwater.metadata.schema import KFP_RECURRING_RUNS as TABLE
+
+    query = list_query(
+        call.query,
+        id_key="recurring_run_id",
+        sort_keys=("created_at", "display_name", "updated_at"),
+        filter_keys=("display_name", "created_at", "status", "experiment_id", "namespace"),
+    )
+    conds = []
+    if _q(call, "experiment_id"):
+        conds.append(TABLE.c.experiment_id == _q(call, "experiment_id"))
+    if _q(call, "namespace"):
+        conds.append(TABLE.c.namespace == _q(call, "namespace"))
+    rows, total = state.store.page(TABLE, query, *conds)
+    # The one key upstream does not write in snake_case (its proto field is so named).
+    return _page([_recurring(r) for r in rows], "recurringRuns", total, query.next_token(total))
+
+
+@route("POST", "/recurringruns/{recurring_run_id}:enable")
+def enable_recurring_run(state: ServerState, call: Call) -> Any:
+    import time
+
+    from headwater.server.schedule import trigger_of
+
+    row = state.store.recurring_run(call.params["recurring_run_id"])
+    following = trigger_of(row["trigger"]).next_after(time.time())
+    state.store.update_recurring_run(
+        row["recurring_run_id"], status="ENABLED", next_fire_at=following
+    )
+    state.queue.wake()
+
+
+@route("POST", "/recurringruns/{recurring_run_id}:disable")
+def disable_recurring_run(state: ServerState, call: Call) -> Any:
+    row = state.store.recurring_run(call.params["recurring_run_id"])
+    state.store.update_recurring_run(row["recurring_run_id"], status="DISABLED")
+
+
+@route("DELETE", "/recurringruns/{recurring_run_id}")
+def delete_recurring_run(state: ServerState, call: Call) -> Any:
+    state.store.delete_recurring_run(call.params["recurring_run_id"])

@@ -105,6 +105,8 @@ def run_json(run: Record, *, metadata_url: str, details: bool) -> dict[str, Any]
             "pipeline_id": run["pipeline_id"],
             "pipeline_version_id": run["pipeline_version_id"],
         }
+    if run.get("recurring_run_id"):
+        doc["recurring_run_id"] = run["recurring_run_id"]
     if run["error"]:
         doc["error"] = {"code": 2, "message": run["error"], "details": []}
     if details:

@@ -23,6 +23,7 @@ from headwater.metadata.schema import (
     KFP_EXPERIMENTS,
     KFP_PIPELINE_VERSIONS,
     KFP_PIPELINES,
+    KFP_RECURRING_RUNS,
     KFP_RUNS,
 )
 from headwater.server.wire import ApiError, ListQuery, Predicate
@@ -210,6 +211,7 @@ class KfpStore:
             "worker_host": None,
             "worker_pid": None,
             "starts": 0,
+            "recurring_run_id": None,
             **row,
         }
         self._insert(KFP_RUNS, row, f"run {row['run_id']} exists")
@@ -240,6 +242,41 @@ class KfpStore:
     def delete_run(self, run_id: str) -> None:
         """Raises ApiError 404 for an unknown id."""
         self._delete(KFP_RUNS, "run_id", run_id, "run")
+
+    # -- recurring runs ---------------------------------------------------------------------
+
+    def create_recurring_run(self, row: Record) -> Record:
+        """Record a recurring run (`row` has every column but the id and times)."""
+        now = time.time()
+        row = {"recurring_run_id": str(uuid.uuid4()), "created_at": now, "updated_at": now, **row}
+        self._insert(KFP_RECURRING_RUNS, row, f"recurring run {row['recurring_run_id']} exists")
+        return row
+
+    def recurring_run(self, recurring_run_id: str) -> Record:
+        """Raises ApiError 404 for an unknown id."""
+        return self._one(KFP_RECURRING_RUNS, "recurring_run_id", recurring_run_id, "recurring run")
+
+    def update_recurring_run(
+        self, recurring_run_id: str, *, next_was: float | None = None, **values: Any
+    ) -> bool:
+        """Set `values`; with `next_was`, only while `next_fire_at` still is that (so one
+        scheduler fires each time once). True if it changed."""
+        cond = KFP_RECURRING_RUNS.c.recurring_run_id == recurring_run_id
+        if next_was is not None:
+            cond = and_(cond, KFP_RECURRING_RUNS.c.next_fire_at == next_was)
+        stmt = update(KFP_RECURRING_RUNS).where(cond).values(updated_at=time.time(), **values)
+        return bool(self.db.transaction(lambda conn: conn.execute(stmt).rowcount, write=True))
+
+    def due_recurring_runs(self, now: float) -> list[Record]:
+        """Enabled recurring runs whose next time has come."""
+        c = KFP_RECURRING_RUNS.c
+        query = select(KFP_RECURRING_RUNS).where(c.status == "ENABLED", c.next_fire_at <= now)
+        rows = self.db.transaction(lambda conn: conn.execute(query).all())
+        return [dict(r._mapping) for r in rows]
+
+    def delete_recurring_run(self, recurring_run_id: str) -> None:
+        """Raises ApiError 404 for an unknown id; the runs it made stay."""
+        self._delete(KFP_RECURRING_RUNS, "recurring_run_id", recurring_run_id, "recurring run")
 
     # -- lists ------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ TABLES = {
     "kfp_pipelines",
     "kfp_pipeline_versions",
     "kfp_runs",
+    "kfp_recurring_runs",
     "alembic_version",
 }
 

@@ -1,4 +1,4 @@
-"""`headwater server`: KFP experiments, pipelines and versions, and the run queue.
+"""`headwater server`: KFP experiments, pipelines, versions, recurring runs, the run queue.
 
 Revision ID: 0006_kfp_server
 Revises: 0005_endpoints
@@ -62,6 +62,7 @@ def upgrade() -> None:
         sa.Column("worker_host", sa.String(), nullable=True),
         sa.Column("worker_pid", sa.Integer(), nullable=True),
         sa.Column("starts", sa.Integer(), nullable=False),
+        sa.Column("recurring_run_id", sa.String(), nullable=True),
         sa.PrimaryKeyConstraint("run_id", name=op.f("pk_kfp_runs")),
     )
     with op.batch_alter_table("kfp_runs", schema=None) as batch_op:
@@ -71,6 +72,37 @@ def upgrade() -> None:
         )
         batch_op.create_index(batch_op.f("ix_kfp_runs_namespace"), ["namespace"], unique=False)
         batch_op.create_index(batch_op.f("ix_kfp_runs_state"), ["state"], unique=False)
+        batch_op.create_index(
+            batch_op.f("ix_kfp_runs_recurring_run_id"), ["recurring_run_id"], unique=False
+        )
+
+    op.create_table(
+        "kfp_recurring_runs",
+        sa.Column("recurring_run_id", sa.String(), nullable=False),
+        sa.Column("experiment_id", sa.String(), nullable=False),
+        sa.Column("namespace", sa.String(), nullable=False),
+        sa.Column("display_name", sa.String(), nullable=False),
+        sa.Column("description", sa.String(), nullable=False),
+        sa.Column("pipeline_spec", sa.JSON(none_as_null=True), nullable=True),
+        sa.Column("pipeline_id", sa.String(), nullable=True),
+        sa.Column("pipeline_version_id", sa.String(), nullable=True),
+        sa.Column("runtime_config", sa.JSON(none_as_null=True), nullable=False),
+        sa.Column("trigger", sa.JSON(none_as_null=True), nullable=False),
+        sa.Column("max_concurrency", sa.Integer(), nullable=False),
+        sa.Column("no_catchup", sa.Integer(), nullable=False),
+        sa.Column("status", sa.String(), nullable=False),
+        sa.Column("next_fire_at", sa.Double(), nullable=True),
+        sa.Column("created_at", sa.Double(), nullable=False),
+        sa.Column("updated_at", sa.Double(), nullable=False),
+        sa.PrimaryKeyConstraint("recurring_run_id", name=op.f("pk_kfp_recurring_runs")),
+    )
+    with op.batch_alter_table("kfp_recurring_runs", schema=None) as batch_op:
+        batch_op.create_index(
+            batch_op.f("ix_kfp_recurring_runs_experiment_id"), ["experiment_id"], unique=False
+        )
+        batch_op.create_index(
+            batch_op.f("ix_kfp_recurring_runs_namespace"), ["namespace"], unique=False
+        )
 
     op.create_table(
         "kfp_pipeline_versions",
@@ -100,12 +132,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table("kfp_recurring_runs")
     with op.batch_alter_table("kfp_pipeline_versions", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_kfp_pipeline_versions_pipeline_id"))
 
     op.drop_table("kfp_pipeline_versions")
     with op.batch_alter_table("kfp_runs", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_kfp_runs_state"))
+        batch_op.drop_index(batch_op.f("ix_kfp_runs_recurring_run_id"))
         batch_op.drop_index(batch_op.f("ix_kfp_runs_namespace"))
         batch_op.drop_index(batch_op.f("ix_kfp_runs_experiment_id"))
         batch_op.drop_index(batch_op.f("ix_kfp_runs_created_at"))
