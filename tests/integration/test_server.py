@@ -11,6 +11,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from server_harness import (
     held,
     kfp_client,
     running_server,
+    server_env,
     start_server,
     stop,
     wait_state,
@@ -400,3 +402,28 @@ def test_a_sigkilled_server_loses_nothing(tmp_path: Path) -> None:
                 stop(p)
         if task_pid and not process_gone(task_pid):
             os.kill(task_pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--host", "0.0.0.0"], "without a token"),
+        (["--max-concurrent-runs", "0"], "--max-concurrent-runs must be at least 1"),
+        (["--executor", "ray"], "--executor must be local or dask"),
+        (["--scheduler", "tcp://x:8786"], "--scheduler needs --executor dask"),
+    ],
+    ids=["open-host", "zero-runs", "executor", "scheduler"],
+)
+def test_bad_server_options_are_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], named: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "headwater", "server", "--port", "1", *args],
+        env=server_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert named in line
