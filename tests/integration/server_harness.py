@@ -161,3 +161,9 @@ def kfp_client(base: str, **kwargs: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return kfp.Client(host=base, **kwargs)
+
+
+@dsl.pipeline(name="looped")
+def looped() -> None:
+    with dsl.ParallelFor([1, 2]) as item:
+        add(a=item, b=1)

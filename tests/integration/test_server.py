@@ -28,6 +28,7 @@ from server_harness import (
     flaky,
     held,
     kfp_client,
+    looped,
     running_server,
     server_env,
     start_server,
@@ -94,6 +95,20 @@ def test_a_run_from_a_pipeline_function_is_an_ordinary_headwater_run(
     assert {t.name: t.outputs for t in recorded.tasks}["add-2"]["Output"] == 17
     experiment = client.get_experiment(experiment_name="first")
     assert run.experiment_id == experiment.experiment_id
+
+
+def test_loop_iterations_are_child_tasks_of_their_loop(client: Any) -> None:
+    result = client.create_run_from_pipeline_func(looped)
+    run = client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.1)
+    tasks = {t.display_name: t for t in run.run_details.task_details}
+    assert set(tasks) == {"add", "add[0]", "add[1]"}
+    loop = tasks["add"]
+    assert loop.state == "SUCCEEDED"
+    assert {c.task_id for c in loop.child_tasks} == {
+        tasks["add[0]"].task_id,
+        tasks["add[1]"].task_id,
+    }
+    assert tasks["add[0]"].parent_task_id == loop.task_id
 
 
 def test_experiments_create_get_list_archive_delete(client: Any) -> None:

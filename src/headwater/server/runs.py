@@ -144,4 +144,47 @@ def _tasks(run_id: str, metadata_url: str) -> list[dict[str, Any]]:
                 "details": [],
             }
         tasks.append(entry)
-    return tasks
+    return tasks + _loops(tasks)
+
+
+def _loops(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One task per loop, whose `child_tasks` are its iterations (`add[0]`, `add[1]` are
+    children of `add`); each iteration's `parent_task_id` names it. Its state is FAILED if an
+    iteration failed, RUNNING while one has not ended, else SUCCEEDED."""
+    import re
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for task in tasks:
+        match = re.fullmatch(r"(.+?)((?:\[\d+\])+)", task["display_name"])
+        if match:
+            groups.setdefault(match.group(1), []).append(task)
+    loops = []
+    for name, children in groups.items():
+        states = {c["state"] for c in children}
+        state = (
+            "FAILED"
+            if "FAILED" in states
+            else "CANCELED"
+            if "CANCELED" in states
+            else "RUNNING"
+            if states & {"PENDING", "RUNNING", "RUNTIME_STATE_UNSPECIFIED"}
+            else "SUCCEEDED"
+        )
+        for child in children:
+            child["parent_task_id"] = f"loop:{name}"
+        loops.append(
+            {
+                "task_id": f"loop:{name}",
+                "display_name": name,
+                "run_id": children[0]["run_id"],
+                "create_time": min(c["create_time"] for c in children),
+                "start_time": min(c["start_time"] for c in children),
+                "end_time": rfc3339(None)
+                if state == "RUNNING"
+                else max(c["end_time"] for c in children),
+                "state": state,
+                "parent_task_id": "",
+                "child_tasks": [{"task_id": c["task_id"]} for c in children],
+            }
+        )
+    return loops
