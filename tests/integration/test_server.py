@@ -208,6 +208,17 @@ def test_a_failing_run_fails_and_retry_resumes_it(client: Any, tmp_path: Path) -
     assert status == 409 and "SUCCEEDED" in body["message"]
 
 
+def test_a_run_that_cannot_start_fails_with_the_reason(client: Any, tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    result = client.create_run_from_pipeline_func(
+        adder, arguments={"x": 1}, pipeline_root=str(blocked / "root")
+    )
+    run = client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.1)
+    assert run.state == "FAILED" and str(blocked) in run.error.message
+    assert run.run_details.task_details == []  # nothing ran
+
+
 def test_terminate_stops_the_task_process(client: Any, tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     result = client.create_run_from_pipeline_func(
