@@ -21,7 +21,7 @@ SRC = Path(headwater.__file__).parent
 
 #: Row -> the packages and top-level modules in it (the map's table, top row first).
 LAYERS: dict[int, set[str]] = {
-    8: {"cli", "ui", "__main__"},  # faces
+    8: {"cli", "ui", "server", "__main__"},  # faces
     7: {"components", "hpo", "endpoints"},  # workflows
     6: {"serving", "compute"},  # services
     5: {"api", "headwater"},  # the API (`headwater` is the facade, imported as a package)

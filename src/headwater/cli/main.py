@@ -63,6 +63,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         return parser
 
     from headwater.cli import endpoints, inspect, models, secrets, serve, tensorboard
+    from headwater.cli import server as server_cli
     from headwater.cli import ui as ui_cli
 
     _add_run(sub)
@@ -71,6 +72,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     models.add_parsers(sub, _Parser)
     secrets.add_parsers(sub, _Parser)
     serve.add_parsers(sub, _Parser)
+    server_cli.add_parsers(sub, _Parser)
     tensorboard.add_parsers(sub, _Parser)
     ui_cli.add_parsers(sub, _Parser)
     _add_compile(sub)
@@ -316,6 +318,10 @@ def _dispatch(argv: Sequence[str], server: PrestartedServer | None) -> int:
         from headwater.cli.tensorboard import cmd_tensorboard
 
         return cmd_tensorboard(args)
+    if args.command == "server":
+        from headwater.cli.server import cmd_server
+
+        return cmd_server(args)
     if args.command == "ui":
         from headwater.cli.ui import cmd_ui
 

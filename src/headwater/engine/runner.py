@@ -145,10 +145,13 @@ def execute(
     options: RunOptions,
     *,
     run_id: str | None = None,
+    new_run_id: str | None = None,
 ) -> Run:
     """Run a loaded pipeline to completion: the engine behind `headwater.run` and `resume`.
 
-    With `run_id`, resume that run, which the caller has claimed. An executor given by name
+    With `run_id`, resume that run, which the caller has claimed. With `new_run_id`, a new
+    run gets that id instead of a random one (`headwater server` assigns ids when runs are
+    submitted). An executor given by name
     is made for this run and shut down after it; one given as an instance is not.
 
     Raises:
@@ -183,7 +186,7 @@ def execute(
         backend.check_root(artifacts.root)
         _check_remote_inputs(artifacts, input_artifacts)
         resuming = run_id is not None
-        run_id = run_id or str(uuid.uuid4())
+        run_id = run_id or new_run_id or str(uuid.uuid4())
         created = datetime.now(timezone.utc)
         run_dir = config.runs_dir() / run_id
         # Before the store is opened, so that nothing is recorded for a run that cannot start.

@@ -58,7 +58,7 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0006_step_metrics"
+SCHEMA_HEAD = "0007_kfp_server"
 
 
 @dataclass

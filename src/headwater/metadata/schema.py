@@ -211,3 +211,100 @@ ENDPOINTS = Table(
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
 )
+
+#: `headwater server`: a KFP experiment (runs are grouped under one).
+KFP_EXPERIMENTS = Table(
+    "kfp_experiments",
+    METADATA,
+    Column("experiment_id", String, primary_key=True),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column("namespace", String, nullable=False),
+    Column("storage_state", String, nullable=False),
+    Column("created_at", Double, nullable=False),
+    UniqueConstraint("namespace", "display_name"),
+)
+
+#: `headwater server`: a KFP pipeline (a name; its specs are its versions).
+KFP_PIPELINES = Table(
+    "kfp_pipelines",
+    METADATA,
+    Column("pipeline_id", String, primary_key=True),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column("namespace", String, nullable=False),
+    Column("created_at", Double, nullable=False),
+    UniqueConstraint("namespace", "display_name"),
+)
+
+#: `headwater server`: one version of a KFP pipeline, with its spec exactly as uploaded.
+KFP_PIPELINE_VERSIONS = Table(
+    "kfp_pipeline_versions",
+    METADATA,
+    Column("pipeline_version_id", String, primary_key=True),
+    Column(
+        "pipeline_id",
+        String,
+        ForeignKey("kfp_pipelines.pipeline_id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column("pipeline_spec", Json, nullable=False),
+    Column("created_at", Double, nullable=False),
+    UniqueConstraint("pipeline_id", "display_name"),
+)
+
+#: `headwater server`: a run submitted through the KFP API, and the server's run queue.
+#: `state` is the KFP RuntimeState: PENDING (queued), RUNNING (a worker process holds it:
+#: `worker_pid` on `worker_host`), CANCELING, then SUCCEEDED, FAILED or CANCELED. The
+#: Headwater run of the same `run_id` exists once a worker has started it.
+KFP_RUNS = Table(
+    "kfp_runs",
+    METADATA,
+    Column("run_id", String, primary_key=True),
+    Column("experiment_id", String, nullable=False, index=True),
+    Column("namespace", String, nullable=False, index=True),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column("pipeline_spec", Json),
+    Column("pipeline_id", String),
+    Column("pipeline_version_id", String),
+    Column("runtime_config", Json, nullable=False),
+    Column("storage_state", String, nullable=False),
+    Column("state", String, nullable=False, index=True),
+    Column("error", String),
+    Column("created_at", Double, nullable=False, index=True),
+    Column("scheduled_at", Double),
+    Column("finished_at", Double),
+    Column("worker_host", String),
+    Column("worker_pid", Integer),
+    # Worker starts that ended without a final state (a crashed worker): bounded retries.
+    Column("starts", Integer, nullable=False),
+    # The recurring run that made it (no foreign key: deleting that keeps its runs).
+    Column("recurring_run_id", String, index=True),
+)
+
+#: `headwater server`: a KFP recurring run, whose runs the server's scheduler makes.
+#: `next_fire_at` is the next time it fires (NULL: past its end); `status` ENABLED/DISABLED.
+KFP_RECURRING_RUNS = Table(
+    "kfp_recurring_runs",
+    METADATA,
+    Column("recurring_run_id", String, primary_key=True),
+    Column("experiment_id", String, nullable=False, index=True),
+    Column("namespace", String, nullable=False, index=True),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column("pipeline_spec", Json),
+    Column("pipeline_id", String),
+    Column("pipeline_version_id", String),
+    Column("runtime_config", Json, nullable=False),
+    Column("trigger", Json, nullable=False),
+    Column("max_concurrency", Integer, nullable=False),
+    Column("no_catchup", Integer, nullable=False),
+    Column("status", String, nullable=False),
+    Column("next_fire_at", Double),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)

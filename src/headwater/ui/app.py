@@ -126,6 +126,10 @@ def error_response(request: Request, code: int, message: str) -> Response:
     """`{"error": message}` for the API; a small escaped HTML page for pages."""
     from starlette.responses import HTMLResponse, JSONResponse
 
+    if request.url.path.startswith("/apis/"):
+        # KFP's API (`headwater server`): a google.rpc.Status, which `kfp.Client` reads.
+        grpc = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 415: 3, 501: 12}.get(code, 13)
+        return JSONResponse({"code": grpc, "message": message, "details": []}, status_code=code)
     if request.url.path.startswith("/api/"):
         return JSONResponse({"error": message}, status_code=code)
     from headwater.ui.page_routes import render

@@ -25,6 +25,11 @@ TABLES = {
     "step_metrics",
     "models",
     "endpoints",
+    "kfp_experiments",
+    "kfp_pipelines",
+    "kfp_pipeline_versions",
+    "kfp_runs",
+    "kfp_recurring_runs",
     "alembic_version",
 }
 

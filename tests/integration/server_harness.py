@@ -1,0 +1,169 @@
+"""`headwater server` as the server tests start it, and the pipelines they submit with kfp.
+
+No `from __future__ import annotations` here: kfp reads the components' annotations as types.
+"""
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from kfp import dsl
+
+# The SDK warns about its default base image and the server version; neither matters here.
+_QUIET = ["-W", "ignore::FutureWarning"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env(home: Path) -> dict[str, str]:
+    env = {**os.environ, "HEADWATER_HOME": str(home)}
+    for name in ("HEADWATER_METADATA_URL", "HEADWATER_PIPELINE_ROOT", "HEADWATER_TOKEN"):
+        env.pop(name, None)
+    return env
+
+
+def start_server(
+    home: Path, *args: str, port: int | None = None
+) -> tuple[subprocess.Popen[Any], str]:
+    """`headwater server` on a loopback port, answering; returns (process, base URL).
+    Its stderr goes to `server.log` beside `home`."""
+    port = port or free_port()
+    home.parent.mkdir(parents=True, exist_ok=True)
+    log = home.parent / "server.log"
+    with log.open("ab") as err:
+        proc = subprocess.Popen(
+            [sys.executable, *_QUIET, "-m", "headwater", "server", "--port", str(port), *args],
+            env=server_env(home),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"headwater server exited: {log.read_text()}")
+        with contextlib.suppress(httpx.TransportError):
+            httpx.get(f"{base}/static/style.css", timeout=2)
+            return proc, base
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"headwater server did not answer in 30 s: {log.read_text()}")
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """End a server (SIGKILL if SIGTERM does not within 20 s)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    proc.wait()
+
+
+@contextlib.contextmanager
+def running_server(home: Path, *args: str) -> Iterator[str]:
+    proc, base = start_server(home, *args)
+    try:
+        yield base
+    finally:
+        stop(proc)
+
+
+def wait_state(client: Any, run_id: str, states: tuple[str, ...], timeout: float = 60) -> Any:
+    """Poll `get_run` until the run's state is one of `states` (CANCELED too, which
+    `wait_for_run_completion` does not stop on)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run = client.get_run(run_id)
+        if run.state in states:
+            return run
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} is {run.state} after {timeout}s, not {states}")
+        time.sleep(0.1)
+
+
+# -- pipelines (compiled by kfp in the tests) --------------------------------------------------
+
+
+@dsl.component(base_image="python:3.11")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@dsl.pipeline(name="adder")
+def adder(x: int = 1) -> int:
+    first = add(a=x, b=2)
+    return add(a=first.output, b=10).output
+
+
+@dsl.component(base_image="python:3.11")
+def count(path: str) -> str:
+    with open(path, "a") as f:
+        f.write("x")
+    return path
+
+
+@dsl.component(base_image="python:3.11")
+def need(path: str, marker: str) -> None:
+    import os
+
+    if not os.path.exists(marker):
+        raise RuntimeError(f"no marker at {marker}")
+
+
+@dsl.pipeline(name="flaky")
+def flaky(counter: str, marker: str) -> None:
+    """`count` runs once per execution of its task; `need` fails until `marker` exists."""
+    done = count(path=counter)
+    need(path=done.output, marker=marker)
+
+
+@dsl.component(base_image="python:3.11")
+def hold(pid_file: str, gate: str) -> None:
+    """Write this process's pid, then wait (up to 60 s) for the `gate` file."""
+    import os
+    import time
+
+    with open(pid_file, "w") as f:
+        f.write(str(os.getpid()))
+    for _ in range(600):
+        if os.path.exists(gate):
+            return
+        time.sleep(0.1)
+
+
+@dsl.pipeline(name="held")
+def held(counter: str, pid_file: str, gate: str) -> None:
+    done = count(path=counter)
+    hold(pid_file=pid_file, gate=gate).after(done)
+
+
+def kfp_client(base: str, **kwargs: Any) -> Any:
+    """`kfp.Client` for `base` (its warning that it needs KFP 2.0.0-beta.2 silenced)."""
+    import warnings
+
+    import kfp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return kfp.Client(host=base, **kwargs)
+
+
+@dsl.pipeline(name="looped")
+def looped() -> None:
+    with dsl.ParallelFor([1, 2]) as item:
+        add(a=item, b=1)

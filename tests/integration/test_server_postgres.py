@@ -1,0 +1,87 @@
+"""`headwater server` on PostgreSQL: the `KfpStore` scenarios, and a run through the queue.
+
+Needs `HEADWATER_TEST_POSTGRES_URL` (see test_metadata_postgres.py); every test gets a
+database of its own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import sqlalchemy as sa
+from server_harness import adder, kfp_client, running_server
+
+from headwater.server.store import KfpStore
+
+BASE_URL = os.environ.get("HEADWATER_TEST_POSTGRES_URL", "")
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not BASE_URL,
+        reason="set HEADWATER_TEST_POSTGRES_URL to a PostgreSQL URL whose role may CREATE "
+        "DATABASE (e.g. postgresql+psycopg://headwater:headwater@127.0.0.1:5432/headwater_test)",
+    ),
+]
+
+
+def _scenarios() -> ModuleType:
+    """The scenarios shared with the SQLite unit tests."""
+    if "kfp_store_scenarios" in sys.modules:
+        return sys.modules["kfp_store_scenarios"]
+    path = Path(__file__).resolve().parents[1] / "unit" / "server" / "kfp_store_scenarios.py"
+    spec = importlib.util.spec_from_file_location("kfp_store_scenarios", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kfp_store_scenarios"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+scenarios = _scenarios()
+
+
+@pytest.fixture
+def database_url() -> Iterator[str]:
+    """A fresh, empty database for one test."""
+    base = sa.make_url(BASE_URL)
+    if base.drivername == "postgresql":
+        base = base.set(drivername="postgresql+psycopg")
+    name = f"hw_{uuid.uuid4().hex[:16]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.mark.parametrize(
+    "scenario", list(scenarios.SCENARIOS.values()), ids=list(scenarios.SCENARIOS)
+)
+def test_scenario(scenario: Callable[[KfpStore], None], database_url: str) -> None:
+    store = KfpStore(database_url)
+    try:
+        scenario(store)
+    finally:
+        store.db.dispose()
+
+
+def test_a_run_through_the_queue_on_postgresql(database_url: str, tmp_path: Path) -> None:
+    with running_server(tmp_path / "home", "--metadata-url", database_url) as base:
+        client = kfp_client(base)
+        result = client.create_run_from_pipeline_func(adder, arguments={"x": 3})
+        run = client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.1)
+        assert run.state == "SUCCEEDED"
+        assert {t.display_name for t in run.run_details.task_details} == {"add", "add-2"}
+        assert client.list_runs().total_size == 1
