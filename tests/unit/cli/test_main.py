@@ -14,7 +14,8 @@ from headwater.cli import main as cli
 from headwater.executors import prestart
 
 COMMANDS = (
-    "{run,endpoints,runs,artifacts,lineage,cache,models,secrets,serve,server,tensorboard,ui,compile}"
+    "{run,endpoints,runs,artifacts,lineage,cache,models,secrets,"
+    "serve,server,tensorboard,ui,compile}"
 )
 
 
