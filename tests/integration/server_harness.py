@@ -167,3 +167,26 @@ def kfp_client(base: str, **kwargs: Any) -> Any:
 def looped() -> None:
     with dsl.ParallelFor([1, 2]) as item:
         add(a=item, b=1)
+
+
+@dsl.pipeline(name="two-adds")
+def two_adds() -> int:
+    return add(a=add(a=1, b=2).output, b=3).output
+
+
+def wheel_pipeline(package: str) -> Any:
+    """A pipeline whose one task installs `package` (a wheel's path, say) and returns
+    `hwtestpkg.VALUE` and where the module was imported from, as `VALUE@file`."""
+
+    def use_wheel() -> str:
+        import hwtestpkg
+
+        return f"{hwtestpkg.VALUE}@{hwtestpkg.__file__}"
+
+    component = dsl.component(base_image="python:3.11", packages_to_install=[package])(use_wheel)
+
+    @dsl.pipeline(name="use-wheel")
+    def use_wheel_pipeline() -> str:
+        return component().output
+
+    return use_wheel_pipeline

@@ -74,18 +74,61 @@ def cmd_server(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--executor must be local or dask, got {args.executor!r}")
     if args.scheduler and args.executor != "dask":
         raise InvalidArgumentError("--scheduler needs --executor dask")
+    url = args.server_metadata_url or args.metadata_url or config.metadata_url()
+    if url == config.metadata_url():
+        config.home().mkdir(parents=True, exist_ok=True)
+    scheduler = args.scheduler or (config.dask_scheduler() if args.executor == "dask" else None)
+    cluster = None
+    if args.executor == "dask" and not scheduler:
+        cluster = _warm_cluster()
+        scheduler = str(cluster.scheduler_address)
+    try:
+        return _serve(args, url, scheduler, token, hosts)
+    finally:
+        if cluster is not None:
+            _close_cluster(cluster)
+
+
+def _warm_cluster() -> Any:
+    """The local Dask cluster that every run of this server uses, started once (as
+    `headwater run --executor dask` starts one per run: same size, same settings)."""
+    from headwater._deps import require
+    from headwater.executors.dask_cluster import start_local_cluster
+
+    require("distributed", "dask", "the dask executor")  # one line without the dask extra
+    cluster = start_local_cluster()
+    n = len(cluster.workers)
+    print(
+        f"headwater: started a local Dask cluster at {cluster.scheduler_address} "
+        f"({n} worker{'' if n == 1 else 's'}) for every run; it stops with the server",
+        file=sys.stderr,
+        flush=True,
+    )
+    return cluster
+
+
+def _close_cluster(cluster: Any) -> None:
+    """Stop the server's cluster; a worker that does not stop in time is left to die with
+    this process (Dask's worker processes exit when their parent does)."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        cluster.close(timeout=10)
+
+
+def _serve(
+    args: argparse.Namespace, url: str, scheduler: str | None, token: str | None, hosts: Any
+) -> int:
+    from headwater import config
     from headwater.server import create_app
     from headwater.server.queue import QueueSettings
     from headwater.ui._deps import require
 
-    url = args.server_metadata_url or args.metadata_url or config.metadata_url()
-    if url == config.metadata_url():
-        config.home().mkdir(parents=True, exist_ok=True)
     settings = QueueSettings(
         metadata_url=url,
         max_concurrent_runs=args.max_concurrent_runs,
         executor=args.executor,
-        scheduler=args.scheduler,
+        scheduler=scheduler,
         install_packages=not args.no_install_packages,
         log_dir=str(config.home() / "server-logs"),
     )

@@ -144,6 +144,18 @@ def _extend_python_path(entries: list[str]) -> None:
     """
     if not entries:
         return
+    from headwater.executors.packages import INSTALL_LOG
+
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            with open(os.path.join(entry, INSTALL_LOG), errors="replace") as log:
+                output = log.read()
+            print(
+                f"headwater: packages_to_install from {entry}; pip's output when it installed "
+                f"them:\n{output.rstrip()}",
+                file=sys.stderr,
+                flush=True,
+            )
     sys.path[:0] = [e for e in entries if e not in sys.path]
     inherited = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([*entries, *([inherited] if inherited else [])])

@@ -4,11 +4,14 @@ Headwater never runs a component's `pip install` prelude (it would reinstall kfp
 user's environment). Instead the requirements are checked against what is installed here; with
 `--install-packages`, the missing ones go into a directory keyed by the requirement set under
 `$HEADWATER_HOME/envs/`, installed once and put first on the task's `sys.path` and on the
-`PYTHONPATH` of every process the task starts.
+`PYTHONPATH` of every process the task starts. pip's output is kept there (`install.log`)
+and shown at the top of the log of every task that uses them; a failed install fails with
+pip's own `ERROR:` lines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import shlex
@@ -22,6 +25,8 @@ from headwater import config
 from headwater.errors import MissingPackagesError, UserError
 from headwater.spec.ir import PipelineIR
 
+#: pip's output, kept in the directory it installed into.
+INSTALL_LOG = "install.log"
 _PIP_INSTALL = re.compile(r"python3 -m pip install (.*?)(?:&&|$)", re.S)
 _OPTIONS_WITH_VALUE = {
     "--index-url",
@@ -166,17 +171,23 @@ def _install(reqs: list[str], target: Path) -> None:
             "-m",
             "pip",
             "install",
-            "--quiet",
             "--disable-pip-version-check",
+            "--no-input",
             "--target",
             str(target),
             *reqs,
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         check=False,
     )
+    output = proc.stdout or ""
+    # Kept beside the packages: each task that uses them shows it in its log (`launcher`).
+    with contextlib.suppress(OSError):
+        (target / INSTALL_LOG).write_text(f"$ pip install {' '.join(reqs)}\n{output}")
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["pip failed"]
-        raise UserError(f"installing {' '.join(reqs)} failed: {tail[0]}")
+        lines = output.strip().splitlines()
+        errors = [line for line in lines if line.startswith("ERROR:")] or lines[-1:]
+        raise UserError(f"installing {' '.join(reqs)} failed: {' '.join(errors) or 'pip failed'}")
     (target / ".complete").touch()
