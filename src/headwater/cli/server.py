@@ -30,7 +30,12 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     server.add_argument(
         "--executor", default="local", help="executor of the runs: local (default) or dask"
     )
-    server.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler for --executor dask")
+    server.add_argument(
+        "--scheduler",
+        metavar="ADDR",
+        help="Dask scheduler for --executor dask (default: a local cluster started with the "
+        "server, shared by every run)",
+    )
     server.add_argument(
         "--max-concurrent-runs",
         type=int,
