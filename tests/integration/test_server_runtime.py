@@ -92,8 +92,11 @@ def test_runs_go_to_the_given_scheduler(dask_cluster: DaskCluster, tmp_path: Pat
     assert "started a local Dask cluster" not in (tmp_path / "server.log").read_text()
 
 
-def test_one_warm_cluster_serves_every_run_and_stops_with_the_server(tmp_path: Path) -> None:
+def test_one_warm_cluster_serves_every_run_and_stops_with_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("distributed")
+    monkeypatch.setenv("HEADWATER_DASK_WORKERS", "2")  # honoured, as by `headwater run`
     home = tmp_path / "home"
     proc, base = start_server(home, "--executor", "dask")
     try:
@@ -102,12 +105,11 @@ def test_one_warm_cluster_serves_every_run_and_stops_with_the_server(tmp_path: P
         cluster = _descendants(proc.pid)
         log = (tmp_path / "server.log").read_text()
         assert (first.state, second.state) == ("SUCCEEDED", "SUCCEEDED"), log
-        # Started once, at startup; both runs' tasks ran on its one worker.
-        (address,) = re.findall(r"started a local Dask cluster at (tcp://\S+) \(1 worker\)", log)
-        workers = _workers(home, first.run_id)
-        assert len(workers) == 1 and workers == _workers(home, second.run_id), workers
-        # ... the worker of the cluster that the server announced.
-        assert workers == set(_workers_of(address)), (workers, address)
+        # Started once, at startup; both runs' tasks ran on the workers of that cluster.
+        (address,) = re.findall(r"started a local Dask cluster at (tcp://\S+) \(2 workers\)", log)
+        workers = _workers(home, first.run_id) | _workers(home, second.run_id)
+        cluster_workers = set(_workers_of(address))
+        assert len(cluster_workers) == 2 and workers <= cluster_workers, (workers, address)
         assert cluster, "the server has no cluster processes"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0, log
@@ -154,3 +156,17 @@ def test_no_install_packages_fails_the_run_naming_the_package(tmp_path: Path) ->
     assert "packages_to_install not installed here" in message, message
     assert str(wheel) in message, message
     assert not (home / "envs").exists()
+
+
+def test_a_killed_servers_cluster_dies_with_it(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    proc, _ = start_server(tmp_path / "home", "--executor", "dask")
+    try:
+        assert "started a local Dask cluster" in (tmp_path / "server.log").read_text()
+        cluster = _descendants(proc.pid)
+        assert cluster, "the server has no cluster processes"
+        proc.kill()
+        proc.wait()
+        wait_for(lambda: all(map(process_gone, cluster)), 15, "the cluster's processes to end")
+    finally:
+        stop(proc)
