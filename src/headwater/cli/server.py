@@ -74,9 +74,12 @@ def cmd_server(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--executor must be local or dask, got {args.executor!r}")
     if args.scheduler and args.executor != "dask":
         raise InvalidArgumentError("--scheduler needs --executor dask")
+    from headwater import _deps
     from headwater.server import create_app
     from headwater.server.queue import QueueSettings
     from headwater.ui._deps import require
+
+    _deps.require_installed(["croniter"], "server", "headwater server's recurring runs")
 
     url = args.server_metadata_url or args.metadata_url or config.metadata_url()
     if url == config.metadata_url():
