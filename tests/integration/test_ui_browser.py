@@ -146,6 +146,13 @@ def test_run_page_draws_the_graph_and_shows_a_task(
     expect(panel.get_by_role("link", name="download")).to_be_visible(timeout=TIMEOUT_MS)
 
 
+def test_a_kfp_client_run_link_opens_the_run(page: Any, runs: dict[str, dict[str, Any]]) -> None:
+    run_id = runs["low"]["run_id"]
+    page.goto(f"/#/runs/details/{run_id}")  # as kfp.Client prints it
+    page.wait_for_url(f"**/runs/{run_id}", timeout=TIMEOUT_MS)
+    expect(page.locator("#run-state")).to_have_text("SUCCEEDED", timeout=TIMEOUT_MS)
+
+
 def test_a_click_before_the_run_has_loaded_opens_the_task_once_it_has(
     page: Any, runs: dict[str, dict[str, Any]]
 ) -> None:

@@ -79,6 +79,9 @@ def cmd_server(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--executor must be local or dask, got {args.executor!r}")
     if args.scheduler and args.executor != "dask":
         raise InvalidArgumentError("--scheduler needs --executor dask")
+    from headwater import _deps
+
+    _deps.require_installed(["croniter"], "server", "headwater server's recurring runs")
     url = args.server_metadata_url or args.metadata_url or config.metadata_url()
     if url == config.metadata_url():
         config.home().mkdir(parents=True, exist_ok=True)

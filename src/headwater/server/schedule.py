@@ -1,47 +1,25 @@
 """When a recurring run fires: KFP's triggers (a 6-field cron with seconds, or an interval).
 
-A cron has the fields `second minute hour day-of-month month day-of-week` (KFP's, from
-robfig/cron), each `*`, `N`, `A-B`, `*/S`, `A-B/S` or a comma list of those; day of week is
-0-6 from Sunday (7 is Sunday too). A 5-field cron (no seconds) is read with second 0. Times
-are UTC.
+A cron has the fields `second minute hour day-of-month month day-of-week`, as KFP's backend
+reads them (robfig/cron with seconds): `*`, `?`, `N`, `A-B`, `*/S`, lists, and month and day
+names (`MON-FRI`, `JAN`); when both day fields are restricted, either one matching is enough.
+`croniter` steps it (ADR 29). A 5-field cron (no seconds) is read with second 0. Times are UTC.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from headwater.server.wire import ApiError, from_time
 
 __all__ = ["Trigger", "parse_trigger"]
 
-_RANGES = ((0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-_NAMES = ("second", "minute", "hour", "day of month", "month", "day of week")
-#: How far ahead a cron is searched for its next time (a Feb 30 never comes).
-_HORIZON_DAYS = 366 * 5
-
-
-def _field(text: str, index: int) -> frozenset[int]:
-    low, high = _RANGES[index]
-    values: set[int] = set()
-    for part in text.split(","):
-        body, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if body in ("*", "?"):
-            start, end = low, high
-        elif "-" in body:
-            a, b = body.split("-", 1)
-            start, end = int(a), int(b)
-        else:
-            start = int(body)
-            end = high if step_text else start
-        if not low <= start <= end <= high or step < 1:
-            raise ValueError(part)
-        values.update(range(start, end + 1, step))
-    if index == 5 and 7 in values:
-        values = (values - {7}) | {0}
-    return frozenset(values)
+_FORM = (
+    "KFP's cron has 6 fields, 'second minute hour day-of-month month day-of-week', each *, ?, "
+    "N, A-B, */N, a list or names (e.g. '0 0 9 ? * MON-FRI')"
+)
 
 
 class Trigger:
@@ -56,26 +34,18 @@ class Trigger:
         end: float | None = None,
     ) -> None:
         self.interval, self.cron, self.start, self.end = interval, cron, start, end
-        self._fields: list[frozenset[int]] = []
+        self._cron = ""
         if cron is not None:
+            from croniter import croniter
+
             parts = cron.split()
             if len(parts) == 5:
                 parts = ["0", *parts]
             if len(parts) != 6:
-                raise ApiError(
-                    400,
-                    f"cron {cron!r} has {len(parts)} fields: KFP's cron has 6, "
-                    "'second minute hour day-of-month month day-of-week' (e.g. '0 0 * * * *')",
-                )
-            for i, part in enumerate(parts):
-                try:
-                    self._fields.append(_field(part, i))
-                except ValueError as exc:
-                    raise ApiError(
-                        400,
-                        f"cron {cron!r}: {part!r} is not a valid {_NAMES[i]} "
-                        f"({_RANGES[i][0]}-{_RANGES[i][1]}, *, */N, A-B or lists)",
-                    ) from exc
+                raise ApiError(400, f"cron {cron!r} has {len(parts)} fields: {_FORM}")
+            self._cron = " ".join(parts)
+            if not croniter.is_valid(self._cron, second_at_beginning=True):
+                raise ApiError(400, f"cron {cron!r} is not valid: {_FORM}")
 
     def next_after(self, after: float) -> float | None:
         """The first time strictly after `after` (and not before the start); None past the end."""
@@ -94,20 +64,16 @@ class Trigger:
         return found
 
     def _next_cron(self, after: float) -> float | None:
-        sec, minute, hour, dom, month, dow = self._fields
-        moment = datetime.fromtimestamp(int(after), timezone.utc) + timedelta(seconds=1)
-        day = moment.replace(hour=0, minute=0, second=0)
-        for _ in range(_HORIZON_DAYS):
-            weekday = (day.weekday() + 1) % 7  # Sunday 0
-            if day.month in month and day.day in dom and weekday in dow:
-                for h in sorted(hour):
-                    for m in sorted(minute):
-                        for s in sorted(sec):
-                            at = day.replace(hour=h, minute=m, second=s)
-                            if at >= moment:
-                                return at.timestamp()
-            day += timedelta(days=1)
-        return None
+        from croniter import CroniterBadDateError, croniter
+
+        moment = datetime.fromtimestamp(int(after), timezone.utc)
+        try:
+            found: datetime = croniter(self._cron, moment, second_at_beginning=True).get_next(
+                datetime
+            )
+        except CroniterBadDateError:  # a date that never comes, such as February 30
+            return None
+        return found.timestamp()
 
 
 def parse_trigger(doc: Any) -> tuple[Trigger, dict[str, Any]]:

@@ -23,12 +23,25 @@ def at(text: str) -> float:
         ("0 0 0 1 1 *", "2026-12-05 00:00:00", "2027-01-01 00:00:00"),
         ("0 0 * * *", "2026-12-05 12:00:00", "2026-12-06 00:00:00"),  # 5 fields: second 0
         ("0 0 12 * * 7", "2026-12-05 12:00:00", "2026-12-06 12:00:00"),  # 7 is Sunday
+        ("0 0 9 ? * MON-FRI", "2026-12-05 12:00:00", "2026-12-07 09:00:00"),  # names, ?
+        ("0 0 0 1 * 1", "2026-12-02 00:00:00", "2026-12-07 00:00:00"),  # 1st OR Monday
+        ("0 0 0 30 2 *", "2026-12-05 12:00:00", None),  # February 30 never comes
     ],
-    ids=["hourly", "every-15s", "weekdays", "yearly", "five-fields", "sunday-7"],
+    ids=[
+        "hourly",
+        "every-15s",
+        "weekdays",
+        "yearly",
+        "five-fields",
+        "sunday-7",
+        "names",
+        "day-or",
+        "never",
+    ],
 )
-def test_cron_next_time(cron: str, after: str, expected: str) -> None:
+def test_cron_next_time(cron: str, after: str, expected: str | None) -> None:
     trigger, stored = parse_trigger({"cron_schedule": {"cron": cron}})
-    assert trigger.next_after(at(after)) == at(expected)
+    assert trigger.next_after(at(after)) == (None if expected is None else at(expected))
     assert stored == {"cron_schedule": {"cron": cron}}
 
 
@@ -59,12 +72,13 @@ def test_interval_without_start_counts_from_the_last_time() -> None:
     [
         (None, "trigger is required"),
         ({"cron_schedule": {"cron": "* * *"}}, "has 3 fields"),
-        ({"cron_schedule": {"cron": "0 61 * * * *"}}, "'61' is not a valid minute"),
+        ({"cron_schedule": {"cron": "0 61 * * * *"}}, "'0 61 * * * *' is not valid"),
+        ({"cron_schedule": {"cron": "0 0 9 * * XYZ"}}, "is not valid: KFP's cron has 6"),
         ({"periodic_schedule": {"interval_second": 0}}, "at least 1"),
         ({"periodic_schedule": {"interval_second": "x"}}, "'x'"),
         ({"cron_schedule": {"cron": "0 * * * * *"}, "periodic_schedule": {}}, "exactly one"),
     ],
-    ids=["none", "fields", "minute", "zero", "nan", "both"],
+    ids=["none", "fields", "minute", "day-name", "zero", "nan", "both"],
 )
 def test_bad_triggers_are_400(trigger: object, named: str) -> None:
     with pytest.raises(ApiError) as caught:

@@ -17,6 +17,14 @@ async function getJSON(url) {
   return body;
 }
 
+// kfp.Client prints its links in the KFP UI's form (`/#/runs/details/ID`; `headwater server`
+// keeps KFP's run ids): open the same run here instead of the runs list.
+function followKfpLink() {
+  const match = /^#\/runs\/details\/([\w-]+)$/.exec(window.location.hash);
+  if (match && window.location.pathname === "/") window.location.replace("/runs/" + match[1]);
+}
+followKfpLink();
+
 function setupRuns() {
   for (const button of document.querySelectorAll("button.delete")) {
     button.addEventListener("click", async () => {
