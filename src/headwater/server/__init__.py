@@ -8,6 +8,16 @@ queue (`server.queue`, kept in the metadata store) starts. See docs/server.md.
 
 from __future__ import annotations
 
-from headwater.server.app import create_app
+from typing import Any
 
 __all__ = ["create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that `python -m headwater.server.worker` (each run's worker process) does not
+    # import the worker module through the app before running it as __main__.
+    if name == "create_app":
+        from headwater.server.app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
