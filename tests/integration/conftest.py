@@ -12,6 +12,7 @@ from cli_harness import Cli
 # test module is a separate fixture per module, and each instance lived to the end of the
 # session (six idle Dask clusters and six moto servers per xdist worker).
 from dask_cluster import dask_cluster, dask_cluster_factory  # noqa: F401
+from postgres_db import database_url  # noqa: F401
 from s3_server import moto_server, s3_bucket, s3_env  # noqa: F401
 
 # Settings of the caller's environment that would point a test's runs at another metadata store

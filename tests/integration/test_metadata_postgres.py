@@ -8,9 +8,7 @@ database of its own (created from that one, dropped afterwards), so tests run in
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -19,20 +17,15 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from postgres_db import NEEDS_POSTGRES
 
 from headwater.errors import StorageError
 from headwater.metadata import MetadataStore, schema
 from headwater.metadata.sql import SqlMetadataStore
 
-BASE_URL = os.environ.get("HEADWATER_TEST_POSTGRES_URL", "")
-
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(
-        not BASE_URL,
-        reason="set HEADWATER_TEST_POSTGRES_URL to a PostgreSQL URL whose role may CREATE "
-        "DATABASE (e.g. postgresql+psycopg://headwater:headwater@127.0.0.1:5432/headwater_test)",
-    ),
+    NEEDS_POSTGRES,
 ]
 
 
@@ -50,24 +43,6 @@ def _scenarios() -> ModuleType:
 
 
 scenarios = _scenarios()
-
-
-@pytest.fixture
-def database_url() -> Iterator[str]:
-    """A fresh, empty database for one test."""
-    base = sa.make_url(BASE_URL)
-    if base.drivername == "postgresql":
-        base = base.set(drivername="postgresql+psycopg")
-    name = f"hw_{uuid.uuid4().hex[:16]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture

@@ -13,14 +13,15 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from test_metadata_postgres import BASE_URL, database_url, make_store  # noqa: F401
+from postgres_db import NEEDS_POSTGRES
+from test_metadata_postgres import make_store  # noqa: F401
 
 from headwater.metadata import MetadataStore
 from headwater.metadata.sql import SqlMetadataStore
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not BASE_URL, reason="set HEADWATER_TEST_POSTGRES_URL (see module doc)"),
+    NEEDS_POSTGRES,
 ]
 
 
@@ -52,7 +53,7 @@ def test_scenario(
 
 @pytest.mark.slow
 def test_six_processes_registering_one_name_get_distinct_versions(
-    database_url: str,  # noqa: F811
+    database_url: str,
     tmp_path: Path,
     make_store: Callable[[], SqlMetadataStore],  # noqa: F811
 ) -> None:

@@ -37,11 +37,10 @@ from cli_harness import (
     task_states,
     wait_for,
 )
+from postgres_db import BASE_URL, fresh_database
 from s3_server import S3Server
 
 pytestmark = pytest.mark.integration
-
-POSTGRES_URL = os.environ.get("HEADWATER_TEST_POSTGRES_URL", "")
 
 
 @pytest.fixture
@@ -808,25 +807,12 @@ def test_a_root_tasks_cannot_share_is_refused(
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh database on the test server, dropped afterwards."""
-    if not POSTGRES_URL:
+    if not BASE_URL:
         pytest.skip(
             "set HEADWATER_TEST_POSTGRES_URL to a PostgreSQL URL whose role may CREATE DATABASE"
         )
-    import sqlalchemy as sa
-
-    base = sa.make_url(POSTGRES_URL)
-    if base.drivername == "postgresql":
-        base = base.set(drivername="postgresql+psycopg")
-    name = f"hw_{uuid.uuid4().hex}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_database() as url:
+        yield url
 
 
 def test_postgres_end_to_end(headwater: Cli, postgres_url: str) -> None:
