@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,6 @@ from cli_harness import (
     task_states,
     wait_for,
 )
-from postgres_db import BASE_URL, fresh_database
 from s3_server import S3Server
 
 pytestmark = pytest.mark.integration
@@ -804,19 +802,8 @@ def test_a_root_tasks_cannot_share_is_refused(
 # --- PostgreSQL ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh database on the test server, dropped afterwards."""
-    if not BASE_URL:
-        pytest.skip(
-            "set HEADWATER_TEST_POSTGRES_URL to a PostgreSQL URL whose role may CREATE DATABASE"
-        )
-    with fresh_database() as url:
-        yield url
-
-
-def test_postgres_end_to_end(headwater: Cli, postgres_url: str) -> None:
-    url = ["--metadata-url", postgres_url]
+def test_postgres_end_to_end(headwater: Cli, database_url: str) -> None:
+    url = ["--metadata-url", database_url]
     first = run_ok(headwater(*url, "run", pipeline("storage_lineage"), "--json"))
     run_id = first["run_id"]
 
