@@ -76,6 +76,8 @@ DDP_START_TIMEOUT_ENV = "HEADWATER_DDP_START_TIMEOUT"
 S3_CONNECT_TIMEOUT_ENV = "HEADWATER_S3_CONNECT_TIMEOUT"
 S3_READ_TIMEOUT_ENV = "HEADWATER_S3_READ_TIMEOUT"
 S3_RETRIES_ENV = "HEADWATER_S3_RETRIES"
+#: The most bytes a server reads of one artifact to send it (a download, KFP's `:read`).
+ARTIFACT_READ_LIMIT_ENV = "HEADWATER_ARTIFACT_READ_LIMIT"
 TOKEN_ENV = "HEADWATER_TOKEN"
 #: Set by `headwater serve` for its worker processes: the server's config file, and the log
 #: through which workers share admin changes.
@@ -233,6 +235,13 @@ def s3_retries() -> int:
     """`HEADWATER_S3_RETRIES`: attempts of an S3 call after the first (default 2)."""
     value = _count(S3_RETRIES_ENV, minimum=0, what="a whole number of retries (0 or more)")
     return 2 if value is None else value
+
+
+def artifact_read_limit() -> int:
+    """`HEADWATER_ARTIFACT_READ_LIMIT`: the most bytes a server sends of one artifact (a UI
+    download, KFP's `:read`; default 256 MiB)."""
+    value = _count(ARTIFACT_READ_LIMIT_ENV, minimum=1, what="a number of bytes (1 or more)")
+    return 256 * 1024 * 1024 if value is None else value
 
 
 # --- serving ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ The tree::
     │   ├── RunClaimedError             resuming a run another engine is running (names pid@host)
     │   ├── PlatformError               a kfp-kubernetes setting we cannot honour (missing secret)
     │   ├── NotFoundError               an unknown run, artifact or execution id
+    │   ├── ConflictError               a name taken, or a record in a state that forbids the change
     │   ├── ConfigError                 a HEADWATER_* environment variable with a bad value
     │   └── InvalidArgumentError        an option out of range or not one of its choices
     │                                   (also ValueError)
@@ -124,6 +125,11 @@ class PlatformError(UserError):
 
 class NotFoundError(UserError):
     """A run, artifact or execution id that does not exist."""
+
+
+class ConflictError(UserError):
+    """A change the record's current state forbids: a name its namespace has already, a run
+    that has ended (to terminate) or is still running (to delete). HTTP answers it 409."""
 
 
 class ConfigError(UserError):

@@ -310,6 +310,8 @@ class BrowserGuard:
         allowed_hosts: The names answered to beyond loopback's (see `hosts_for_bind`);
             `ANY_HOST` for any.
         json_only: Path prefixes of the routes that change state (`"/admin/"`).
+        uploads: Paths under those that also take `multipart/form-data` (a file upload:
+            rule 2 still holds them to this server's own pages and non-browser clients).
 
     Example::
 
@@ -328,6 +330,7 @@ class BrowserGuard:
         refuse: GuardRefusal,
         allowed_hosts: Iterable[str] = (),
         json_only: Iterable[str] = (),
+        uploads: Iterable[str] = (),
     ) -> None:
         self.app = app
         self._refuse = refuse
@@ -336,6 +339,7 @@ class BrowserGuard:
         self._named = tuple(sorted(allowed))
         self._hosts = allowed | _LOOPBACK_NAMES
         self._json_only = tuple(json_only)
+        self._uploads = frozenset(uploads)
         self._answered: dict[str, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -384,8 +388,11 @@ class BrowserGuard:
             and scope["path"].startswith(self._json_only)
         ):
             media = (kind or "").partition(";")[0].strip().lower()
-            if media != "application/json" and not (
-                media.startswith("application/") and media.endswith("+json")
+            upload = media == "multipart/form-data" and scope["path"] in self._uploads
+            if (
+                media != "application/json"
+                and not (media.startswith("application/") and media.endswith("+json"))
+                and not upload
             ):
                 return 415, (
                     f"{method} {scope['path']} takes JSON only: send 'Content-Type: "

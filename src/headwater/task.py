@@ -7,6 +7,7 @@ below `engine/`, `executors/` and `caching/`, which all speak it, so none of the
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,26 @@ class TaskState(str, enum.Enum):
 
 
 _FINAL = {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.SKIPPED, TaskState.CANCELED}
+
+#: The iteration indices at the end of a task's name: `add[3]`, `train[1][0]`.
+_ITERATIONS = re.compile(r"((?:\[\d+\])+)$")
+
+
+def iteration_name(name: str, index: int) -> str:
+    """The name of iteration `index` of a loop's task `name` (`add[3]`): the one place the
+    form is written; `split_iterations` reads it back."""
+    return f"{name}[{index}]"
+
+
+def split_iterations(name: str) -> tuple[str, tuple[int, ...]]:
+    """A task name and the loop iterations it belongs to, outermost first:
+    `split_iterations("inner.add[1][0]") == ("inner.add", (1, 0))`; `(name, ())` outside
+    a loop."""
+    match = _ITERATIONS.search(name)
+    if match is None or match.start() == 0:
+        return name, ()
+    indices = tuple(int(i) for i in re.findall(r"\d+", match.group(1)))
+    return name[: match.start()], indices
 
 
 @dataclass

@@ -119,3 +119,13 @@ def test_six_processes_claim_one_run_and_exactly_one_gets_it(
     store.mark_interrupted("r", finished_at=1.0)
     said = scenarios.run_claimers(database_url, "r", 6, tmp_path)
     scenarios.exactly_one_claims(said, store, "r")
+
+
+def test_a_0007_store_is_upgraded_with_every_record(database_url: str) -> None:
+    path = Path(__file__).resolve().parents[1] / "unit" / "metadata" / "upgrade_0007.py"
+    spec = importlib.util.spec_from_file_location("upgrade_0007", path)
+    assert spec is not None and spec.loader is not None
+    upgrade = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(upgrade)
+    rows = upgrade.write_0007_store(database_url)
+    upgrade.check_upgraded(database_url, rows)

@@ -276,14 +276,14 @@ def test_bad_input_is_400_unknown_ids_404_and_the_rest_501(client: Any, server: 
         headers={"Content-Type": "text/plain"},
     )
     assert plain.status_code == 415 and plain.json()["code"] == 3
-    missing = httpx.get(f"{server}/apis/v2beta1/runs/x/nodes/y/artifacts/z:read")
+    missing = httpx.post(f"{server}/apis/v2beta1/runs/x:pause")
     assert missing.status_code == 501
     assert missing.json() == {
         "code": 12,
         "message": missing.json()["message"],
         "details": [],
     }
-    assert "GET /apis/v2beta1/runs/x/nodes/y/artifacts/z:read" in missing.json()["message"]
+    assert "POST /apis/v2beta1/runs/x:pause" in missing.json()["message"]
     # The web UI and its API share the port.
     assert httpx.get(f"{server}/api/v1/runs").status_code == 200
     assert httpx.get(f"{server}/").status_code == 200
@@ -378,7 +378,7 @@ def test_a_recurring_run_fires_until_disabled(client: Any, server: str, tmp_path
 def _worker_pid(home: Path, run_id: str) -> int:
     db = sqlite3.connect(home / "metadata.db")
     try:
-        query = "SELECT worker_pid FROM kfp_runs WHERE run_id = ?"
+        query = "SELECT engine_pid FROM runs WHERE run_id = ?"
         (pid,) = db.execute(query, (run_id,)).fetchone()
     finally:
         db.close()

@@ -1,4 +1,5 @@
-"""`headwater server` on PostgreSQL: the `KfpStore` scenarios, and a run through the queue.
+"""`headwater server` on PostgreSQL: the store's catalog and queue scenarios, and a run through
+the queue.
 
 Needs `HEADWATER_TEST_POSTGRES_URL` (see test_metadata_postgres.py); every test gets a
 database of its own.
@@ -16,7 +17,8 @@ import pytest
 from postgres_db import NEEDS_POSTGRES
 from server_harness import adder, kfp_client, running_server
 
-from headwater.server.store import KfpStore
+from headwater.metadata.base import MetadataStore
+from headwater.metadata.sql import SqlMetadataStore
 
 pytestmark = [
     pytest.mark.integration,
@@ -26,13 +28,13 @@ pytestmark = [
 
 def _scenarios() -> ModuleType:
     """The scenarios shared with the SQLite unit tests."""
-    if "kfp_store_scenarios" in sys.modules:
-        return sys.modules["kfp_store_scenarios"]
-    path = Path(__file__).resolve().parents[1] / "unit" / "server" / "kfp_store_scenarios.py"
-    spec = importlib.util.spec_from_file_location("kfp_store_scenarios", path)
+    if "catalog_scenarios" in sys.modules:
+        return sys.modules["catalog_scenarios"]
+    path = Path(__file__).resolve().parents[1] / "unit" / "metadata" / "catalog_scenarios.py"
+    spec = importlib.util.spec_from_file_location("catalog_scenarios", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["kfp_store_scenarios"] = module
+    sys.modules["catalog_scenarios"] = module
     spec.loader.exec_module(module)
     return module
 
@@ -43,12 +45,9 @@ scenarios = _scenarios()
 @pytest.mark.parametrize(
     "scenario", list(scenarios.SCENARIOS.values()), ids=list(scenarios.SCENARIOS)
 )
-def test_scenario(scenario: Callable[[KfpStore], None], database_url: str) -> None:
-    store = KfpStore(database_url)
-    try:
+def test_scenario(scenario: Callable[[MetadataStore], None], database_url: str) -> None:
+    with SqlMetadataStore(database_url) as store:
         scenario(store)
-    finally:
-        store.db.dispose()
 
 
 def test_a_run_through_the_queue_on_postgresql(database_url: str, tmp_path: Path) -> None:

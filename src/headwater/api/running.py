@@ -20,7 +20,7 @@ from headwater.engine.result import Run
 from headwater.engine.runner import execute, executor_for, open_metadata
 from headwater.errors import NotFoundError
 
-__all__ = ["Run", "RunOptions", "resume", "run"]
+__all__ = ["Run", "RunOptions", "resume", "run", "run_queued"]
 
 
 def run(
@@ -69,7 +69,7 @@ def run(
 
 
 def resume(run_id: str, *, options: RunOptions | None = None, **settings: Any) -> Run:
-    """Complete a failed or interrupted run, reusing every task that succeeded in it.
+    """Complete a failed, canceled or interrupted run, reusing every task that succeeded in it.
 
     The run is claimed in the store first, atomically (`MetadataStore.claim_run`): of several
     engines resuming one run at once exactly one runs it; the others raise RunClaimedError.
@@ -81,35 +81,81 @@ def resume(run_id: str, *, options: RunOptions | None = None, **settings: Any) -
         RunClaimedError: Another engine is running it (the message names it as pid@host).
         UserError: The run succeeded already, or an option is invalid.
     """
+    return _claimed(run_id, RunOptions.build(options, **settings), queued=False)
+
+
+def run_queued(run_id: str, options: RunOptions) -> Run:
+    """Take a QUEUED run from the queue (`headwater server`'s workers) and run it to its end.
+
+    As `resume`, but the run must be QUEUED; a setup that fails before the engine starts (a
+    package that does not install, a pipeline root that cannot be written) ends it FAILED
+    with the reason, where `resume` leaves it INTERRUPTED to try again.
+
+    Raises:
+        RunClaimedError: It is not QUEUED (canceled meanwhile, or taken by another worker).
+        UserError: As `resume`; the run is FAILED.
+    """
+    return _claimed(run_id, options, queued=True)
+
+
+def _claimed(run_id: str, opts: RunOptions, *, queued: bool) -> Run:
+    from headwater.errors import UserError
+    from headwater.processes import process_start
     from headwater.spec.ir import parse_pipeline
 
-    opts = RunOptions.build(options, **settings)
     stores = open_metadata(opts.metadata)
     # The run's writes still go through the recorder (stdlib SQLite, for the default store);
     # reading and claiming the run need the full store.
     store = stores.full()
-    record = store.get_run(run_id)
-    if record is None:
-        raise NotFoundError(f"no run {run_id!r}: see `headwater runs list`")
-    doc = store.get_pipeline_ir(record.run_id)
-    if doc is None:
-        raise NotFoundError(f"run {record.run_id} has no recorded pipeline to resume")
     host, pid = socket.gethostname(), os.getpid()
-    store.claim_run(record.run_id, engine_host=host, engine_pid=pid)
+    record = store.claim_run(
+        run_id, engine_host=host, engine_pid=pid, engine_started=process_start(pid), queued=queued
+    ) if queued else _claim_for_resume(store, run_id, host, pid)  # fmt: skip
     try:
+        doc = store.get_pipeline_ir(record.run_id)
+        if doc is None:
+            raise NotFoundError(f"run {record.run_id} has no recorded pipeline to resume")
         return execute(
             parse_pipeline(doc),
             record.parameters,
             dataclasses.replace(
-                opts, pipeline_root=record.pipeline_root, metadata=stores, cache=None
+                opts, pipeline_root=record.pipeline_root or None, metadata=stores, cache=None
             ),
             run_id=record.run_id,
         )
-    except BaseException:
-        # Stopped before the engine recorded an end (bad setup, Ctrl-C): give the run back,
-        # resumable. A no-op once the run is finished or held by another engine.
+    except UserError as exc:
+        if not queued:
+            _give_back(store, record.run_id, host, pid)
+            raise
+        # Nothing ran, and running it the same way again would fail the same way.
         with contextlib.suppress(Exception):
-            store.mark_interrupted(
-                record.run_id, finished_at=time.time(), engine_host=host, engine_pid=pid
+            store.finish_run(
+                record.run_id,
+                state="FAILED",
+                outputs={},
+                error={"error_type": type(exc).__name__, "message": str(exc)},
+                finished_at=time.time(),
             )
         raise
+    except BaseException:
+        _give_back(store, record.run_id, host, pid)
+        raise
+
+
+def _claim_for_resume(store: Any, run_id: str, host: str, pid: int) -> Any:
+    from headwater.processes import process_start
+
+    record = store.get_run(run_id)
+    if record is None:
+        raise NotFoundError(f"no run {run_id!r}: see `headwater runs list`")
+    return store.claim_run(
+        record.run_id, engine_host=host, engine_pid=pid, engine_started=process_start(pid)
+    )
+
+
+def _give_back(store: Any, run_id: str, host: str, pid: int) -> None:
+    """Stopped before the engine recorded an end (bad setup, Ctrl-C): give the run back,
+    resumable (CANCELED if it was being canceled). A no-op once the run is finished or held
+    by another engine."""
+    with contextlib.suppress(Exception):
+        store.mark_interrupted(run_id, finished_at=time.time(), engine_host=host, engine_pid=pid)

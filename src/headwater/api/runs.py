@@ -14,8 +14,9 @@ from typing import Any
 from headwater.api import iso_time
 from headwater.api._args import choice, count
 from headwater.api._store import MetadataArg, reading, writing
-from headwater.errors import NotFoundError, UserError
+from headwater.errors import ConflictError, NotFoundError
 from headwater.metadata.base import (
+    ACTIVE_RUN_STATES,
     RUN_STATES,
     ArtifactRecord,
     EventRecord,
@@ -51,6 +52,22 @@ class RunInfo:
     error: dict[str, Any] | None
     pipeline_root: str
     metrics: dict[str, float]
+    #: Its name (KFP's `display_name`), "" when it was given none (`headwater run`).
+    display_name: str = ""
+    description: str = ""
+    experiment_id: str | None = None
+    #: The experiment's name, "" outside any.
+    experiment: str = ""
+    namespace: str = ""
+    #: AVAILABLE, or ARCHIVED (hidden from KFP's default lists).
+    storage_state: str = "AVAILABLE"
+    #: The recurring run that made it, if one did.
+    recurring_run_id: str | None = None
+    #: The version record it ran, and the named pipeline that version was uploaded to.
+    pipeline_version_id: str = ""
+    pipeline_id: str | None = None
+    #: When a worker first took it from the queue (None: never queued, or still queued).
+    scheduled_at: float | None = None
 
     @classmethod
     def of(cls, run: RunRecord) -> RunInfo:
@@ -67,12 +84,25 @@ class RunInfo:
             error=run.error,
             pipeline_root=run.pipeline_root,
             metrics=run.metrics,
+            display_name=run.display_name,
+            description=run.description,
+            experiment_id=run.experiment_id,
+            experiment=run.experiment,
+            namespace=run.namespace,
+            storage_state=run.storage_state,
+            recurring_run_id=run.recurring_run_id,
+            pipeline_version_id=run.pipeline_version_id,
+            pipeline_id=run.pipeline_id,
+            scheduled_at=run.scheduled_at,
         )
 
     @property
     def duration(self) -> float | None:
-        """Seconds from start to finish; None while running or if it never finished."""
-        return None if self.finished_at is None else self.finished_at - self.created_at
+        """Seconds from start (a worker taking it, for a queued run) to finish; None while
+        running or if it never finished."""
+        if self.finished_at is None:
+            return None
+        return self.finished_at - (self.scheduled_at or self.created_at)
 
     def to_json(self) -> dict[str, Any]:
         """The run's JSON shape (`runs list --json` entries; `runs show --json` adds tasks)."""
@@ -88,6 +118,16 @@ class RunInfo:
             "outputs": self.outputs,
             "error": self.error,
             "pipeline_root": self.pipeline_root,
+            "display_name": self.display_name,
+            "description": self.description,
+            "experiment_id": self.experiment_id,
+            "experiment": self.experiment,
+            "namespace": self.namespace,
+            "storage_state": self.storage_state,
+            "recurring_run_id": self.recurring_run_id,
+            "pipeline_version_id": self.pipeline_version_id,
+            "pipeline_id": self.pipeline_id,
+            "scheduled_at": iso_time(self.scheduled_at),
         }
 
 
@@ -110,6 +150,9 @@ class TaskDetails:
     error: dict[str, Any] | None
     executor: str | None = None
     worker: str | None = None
+    #: The same artifacts by id (`headwater artifacts show ID`, KFP's `artifact_ids`).
+    input_artifact_ids: dict[str, list[int]] = field(default_factory=dict)
+    output_artifact_ids: dict[str, list[int]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -117,8 +160,10 @@ class TaskDetails:
     ) -> TaskDetails:
         """The view of a stored execution and its events."""
         arts: dict[str, dict[str, list[str]]] = {"INPUT": {}, "OUTPUT": {}}
+        ids: dict[str, dict[str, list[int]]] = {"INPUT": {}, "OUTPUT": {}}
         for event, art in events:
             arts[event.kind].setdefault(event.slot, []).append(art.uri)
+            ids[event.kind].setdefault(event.slot, []).append(event.artifact_id)
         return cls(
             name=e.task,
             state=e.state,
@@ -135,6 +180,8 @@ class TaskDetails:
             error=e.error,
             executor=e.executor,
             worker=e.worker,
+            input_artifact_ids=ids["INPUT"],
+            output_artifact_ids=ids["OUTPUT"],
         )
 
     @property
@@ -164,6 +211,10 @@ class TaskDetails:
             "inputs": self.inputs,
             "outputs": self.outputs,
             "artifacts": {"inputs": self.input_artifacts, "outputs": self.output_artifacts},
+            "artifact_ids": {
+                "inputs": self.input_artifact_ids,
+                "outputs": self.output_artifact_ids,
+            },
             "log_path": self.log_path,
             "error": self.error,
             "attempts": self.attempts,
@@ -202,18 +253,23 @@ def list_runs(
     limit: int | None = 50,
     offset: int = 0,
     text: str | None = None,
+    experiment_id: str | None = None,
+    recurring_run_id: str | None = None,
     metadata: MetadataArg = None,
 ) -> list[RunInfo]:
     """Runs, newest first, with their metrics. Reads only.
 
     Args:
         pipeline: Only runs of the pipeline with this name.
-        state: Only runs in this state: RUNNING, SUCCEEDED, FAILED or INTERRUPTED (any case).
+        state: Only runs in this state (one of `RUN_STATES`, any case).
         limit: At most this many (None: all).
         offset: Skip this many of the newest first (for paging: `offset=50, limit=50`).
-        text: Only runs whose id starts with it, or whose pipeline name or state contains
-            it, ignoring case (filtered in the store's query). The state matched is the one
-            stored: a dead engine's run shown INTERRUPTED is stored, and matched, as RUNNING.
+        text: Only runs whose id starts with it, or whose pipeline name, name or state
+            contains it, ignoring case (filtered in the store's query). The state matched is
+            the one stored: a dead engine's run shown INTERRUPTED is stored, and matched, as
+            RUNNING.
+        experiment_id: Only runs of this experiment.
+        recurring_run_id: Only runs this recurring run made.
         metadata: A `MetadataStore`, a SQLAlchemy URL, or None for the default store.
 
     Returns:
@@ -228,23 +284,31 @@ def list_runs(
         count("limit", limit, minimum=1)
     count("offset", offset, minimum=0)
     text = (text or "").strip() or None
+    scope: dict[str, Any] = {
+        "experiment_id": experiment_id,
+        "recurring_run_id": recurring_run_id,
+        "text": text,
+    }
     with reading(metadata) as store:
         if store is None:
             return []
-        if wanted not in ("RUNNING", "INTERRUPTED"):
+        if wanted not in (*ACTIVE_RUN_STATES, "INTERRUPTED", "CANCELED"):
             records = store.list_runs(
-                pipeline=pipeline, state=wanted, limit=limit, offset=offset, text=text
+                pipeline=pipeline, state=wanted, limit=limit, offset=offset, **scope
             )
             return [RunInfo.of(presented_run(r)) for r in records]
-        # A dead engine's run is stored RUNNING but shown INTERRUPTED, so these two states
-        # are filtered after presenting. RUNNING runs are few; INTERRUPTED ones are read
-        # only as far as the page needs.
-        stored = store.list_runs(pipeline=pipeline, state="RUNNING", text=text)
-        running = [presented_run(r) for r in stored]
-        shown = [r for r in running if r.state == wanted]
-        if wanted == "INTERRUPTED":
+        # A dead engine's run is stored RUNNING (or CANCELING) but shown INTERRUPTED (or
+        # CANCELED), so these states are filtered after presenting. Active runs are few;
+        # ended ones are read only as far as the page needs.
+        stored = [
+            presented_run(r)
+            for active in ACTIVE_RUN_STATES
+            for r in store.list_runs(pipeline=pipeline, state=active, **scope)
+        ]
+        shown = [r for r in stored if r.state == wanted]
+        if wanted in ("INTERRUPTED", "CANCELED"):
             end = None if limit is None else offset + limit
-            shown += store.list_runs(pipeline=pipeline, state="INTERRUPTED", limit=end, text=text)
+            shown += store.list_runs(pipeline=pipeline, state=wanted, limit=end, **scope)
             shown.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         page = shown[offset:] if limit is None else shown[offset : offset + limit]
         return [RunInfo.of(r) for r in page]
@@ -285,7 +349,7 @@ def delete_run(run_id: str, *, metadata: MetadataArg = None) -> DeletedRun:
 
     Raises:
         NotFoundError: No run has that id.
-        UserError: The run is still running.
+        ConflictError: The run is queued or running (terminate it first).
     """
     from headwater import config
     from headwater.artifacts import store_for
@@ -293,12 +357,14 @@ def delete_run(run_id: str, *, metadata: MetadataArg = None) -> DeletedRun:
     with writing(metadata) as store:
         if store is None:
             raise _no_run(run_id)
-        run = _find_run(store, run_id)
-        if run.state == "RUNNING":
-            raise UserError(
-                f"run {run.run_id} is still running (engine pid {run.engine_pid} on "
-                f"{run.engine_host}): wait for it to finish first"
+        run = presented_run(_find_run(store, run_id))
+        if run.state in ACTIVE_RUN_STATES:
+            raise ConflictError(
+                f"run {run.run_id} is {run.state} (engine pid {run.engine_pid} on "
+                f"{run.engine_host}): terminate it, or wait for it to finish, first"
             )
+        if run.state == "QUEUED":
+            raise ConflictError(f"run {run.run_id} is QUEUED: terminate it first")
         uris = store.delete_run(run.run_id)
     artifacts = store_for(run.pipeline_root) if run.pipeline_root else None
     for uri in uris:

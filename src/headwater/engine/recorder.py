@@ -26,6 +26,7 @@ from headwater.metadata.base import (
 )
 from headwater.metadata.encoding import ir_digest
 from headwater.outcome import FAILED_OUTCOME
+from headwater.processes import process_start
 from headwater.step_metrics import MAX_BYTES, Series, read_steps
 from headwater.task import TaskError, TaskState
 
@@ -130,6 +131,7 @@ class MetadataRecorder(RunHooks):
             created_at=time.time(),
             engine_host=socket.gethostname(),
             engine_pid=os.getpid(),
+            engine_started=process_start(os.getpid()),
         )
         if not self.resumed:  # a resumed run was claimed (set RUNNING) before it started
             self._submit(self._create, record)

@@ -29,7 +29,7 @@ from headwater.engine.tree import FINAL_STATUS, DagRun, RunContext, TaskRun, com
 from headwater.errors import EngineError, HeadwaterError
 from headwater.spec.ir import PipelineIR, is_control_flow_task
 from headwater.spec.types import coerce, protojson
-from headwater.task import Launch, Outputs, TaskError, TaskResult, TaskState
+from headwater.task import Launch, Outputs, TaskError, TaskResult, TaskState, iteration_name
 
 __all__ = [
     "FINAL_STATUS",
@@ -195,7 +195,7 @@ class RunStateMachine:
         prefix = task.dag.prefix
         if not is_control_flow_task(task.spec.name):
             prefix = f"{prefix}{task.spec.name}."
-        suffix = task.dag.suffix + (f"[{index}]" if index is not None else "")
+        suffix = task.dag.suffix if index is None else iteration_name(task.dag.suffix, index)
         params = dict(task.parameters)
         artifacts = dict(task.artifacts)
         it = task.spec.iterator

@@ -26,11 +26,45 @@ from __future__ import annotations
 import abc
 import collections
 import contextlib
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-#: Run states. RUNNING until the engine finishes; INTERRUPTED when its engine died.
-RUN_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED")
+from headwater.metadata.catalog import CatalogStore
+
+# The records live in `records`; they are imported from here too.
+from headwater.metadata.records import (
+    ArtifactRecord,
+    EndpointRecord,
+    EventRecord,
+    ExecutionRecord,
+    ExperimentRecord,
+    LineageGraph,
+    ModelRecord,
+    Page,
+    PipelineRecord,
+    Predicate,
+    RecurringRunRecord,
+    RunRecord,
+    StepSeriesRecord,
+    TaskCounts,
+    VersionRecord,
+)
+
+__all__ = [
+    "ACTIVE_RUN_STATES", "ENDED_RUN_STATES", "EXECUTION_STATES", "MODEL_STAGES", "RUN_STATES",
+    "SCHEMA_HEAD", "ArtifactRecord", "Direction", "EndpointRecord", "EventRecord",
+    "ExecutionRecord", "ExperimentRecord", "LineageGraph", "MetadataStore", "ModelRecord", "Page",
+    "PipelineRecord", "Predicate", "RecurringRunRecord", "RunRecord", "StepSeriesRecord",
+    "TaskCounts", "VersionRecord", "model_stage",
+]  # fmt: skip
+
+#: Run states: QUEUED until a worker takes it (`headwater server`), RUNNING while an engine
+#: holds it, CANCELING while a terminate stops it; then SUCCEEDED, FAILED or CANCELED, or
+#: INTERRUPTED when its engine died (resumable).
+RUN_STATES = ("QUEUED", "RUNNING", "CANCELING", "SUCCEEDED", "FAILED", "CANCELED", "INTERRUPTED")
+#: States in which an engine holds the run.
+ACTIVE_RUN_STATES = ("RUNNING", "CANCELING")
+#: States no engine changes again (unless the run is resumed or retried).
+ENDED_RUN_STATES = ("SUCCEEDED", "FAILED", "CANCELED", "INTERRUPTED")
 #: Execution states (MLMD's NEW/RUNNING/COMPLETE/FAILED/CACHED/CANCELED, plus SKIPPED).
 EXECUTION_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CACHED", "SKIPPED", "CANCELED")
 
@@ -58,173 +92,25 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0007_kfp_server"
+SCHEMA_HEAD = "0008_one_run_system"
 
 
-@dataclass
-class RunRecord:
-    """One pipeline run."""
-
-    run_id: str
-    pipeline: str
-    pipeline_version: str
-    state: str
-    parameters: dict[str, Any] = field(default_factory=dict)
-    pipeline_root: str = ""
-    created_at: float = 0.0
-    finished_at: float | None = None
-    outputs: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, Any] | None = None
-    engine_host: str = ""
-    engine_pid: int = 0
-    metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class ExecutionRecord:
-    """One executor task of one run. `id` is assigned by the store."""
-
-    run_id: str
-    task: str
-    state: str
-    id: int | None = None
-    component: str = ""
-    parent_dag: str = ""
-    iteration: str = ""
-    inputs: dict[str, Any] = field(default_factory=dict)
-    outputs: dict[str, Any] = field(default_factory=dict)
-    cache_key: str = ""
-    cached_from: int | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    log_path: str = ""
-    error: dict[str, Any] | None = None
-    attempts: int = 0
-    #: Which executor ran it ("local", "dask") and which worker; None when it did not run.
-    executor: str | None = None
-    worker: str | None = None
-
-
-@dataclass
-class TaskCounts:
-    """How many of a run's executions are in each state, and the executors that ran them."""
-
-    states: dict[str, int] = field(default_factory=dict)
-    #: The distinct executors named by its executions ("dask", "local"), sorted.
-    executors: list[str] = field(default_factory=list)
-
-
-@dataclass
-class ArtifactRecord:
-    """One artifact, identified by its URI. `id` is assigned by the store."""
-
-    uri: str
-    schema_title: str = "system.Artifact"
-    name: str = ""
-    id: int | None = None
-    digest: str | None = None
-    size: int | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    producer: int | None = None  # execution id
-    created_at: float = 0.0
-    #: What the artifact looked like (`ArtifactStore.signature`) when `digest` was taken;
-    #: the cache trusts `digest` only while the signature is unchanged.
-    signature: str | None = None
-
-
-@dataclass
-class EventRecord:
-    """An execution consumed (INPUT) or produced (OUTPUT) an artifact through a named slot."""
-
-    execution_id: int
-    artifact_id: int
-    kind: Literal["INPUT", "OUTPUT"]
-    slot: str
-    index: int = 0
-
-
-@dataclass
-class StepSeriesRecord:
-    """A metric over steps that an execution logged beside a Metrics artifact.
-
-    `points` are `(step, value)` in step order (a value that was not a finite number is
-    None), at most `step_metrics.MAX_POINTS`; `logged` is how many were logged.
-    """
-
-    run_id: str
-    execution_id: int
-    artifact_id: int
-    name: str
-    points: list[tuple[int, float | None]] = field(default_factory=list)
-    logged: int = 0
-
-
-@dataclass
-class ModelRecord:
-    """One registered version of a named model. `id` and `version` are assigned by the store.
-
-    `run_id` and `execution_id` name where the artifact at `uri` came from: the run that
-    registered it and that run's execution with an OUTPUT event to the artifact (None when
-    registered outside a run, or when that run was deleted).
-    """
-
-    name: str
-    uri: str
-    version: int = 0
-    framework: str = ""
-    metrics: dict[str, Any] = field(default_factory=dict)
-    stage: str = "none"
-    run_id: str | None = None
-    execution_id: int | None = None
-    id: int | None = None
-    created_at: float = 0.0
-    stage_changed_at: float = 0.0
-
-
-@dataclass
-class EndpointRecord:
-    """A model server started by `deploy_model`, by endpoint name (one server per name).
-
-    `host` is the machine the server process runs on and `pid` its process id there, with
-    `started` (the process's start time, as the OS counts it) telling a live server from a
-    later process that reused the id. `models` lists what it serves
-    (`{"name", "version", "spec", "registered", "uri", "framework"}` each), `config` how it
-    was started (bind address, port, workers, batching). `state` is "running" or "stopped"
-    as last recorded; whether the process still lives is for the reader to check.
-    """
-
-    name: str
-    url: str
-    host: str
-    pid: int
-    started: str = ""
-    models: list[dict[str, Any]] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
-    state: str = "running"
-    log_path: str = ""
-    run_id: str | None = None
-    task: str | None = None
-    created_at: float = 0.0
-    updated_at: float = 0.0
-
-
-@dataclass
-class LineageGraph:
-    """Nodes (`{"id": "a:<n>"|"e:<n>"|"r:<id>", "kind": "artifact"|"execution"|"run", ...}`)
-    and edges (`{"from": id, "to": id, "kind": "INPUT"|"OUTPUT"|"RUN", "slot": str}`)."""
-
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    edges: list[dict[str, Any]] = field(default_factory=list)
-
-
-class MetadataStore(abc.ABC):
-    """Where runs, executions, artifacts, events and metrics are recorded and queried."""
+class MetadataStore(CatalogStore):
+    """Where runs, executions, artifacts, events and metrics are recorded and queried, with
+    the experiments, named pipelines and recurring runs that file them (`CatalogStore`)."""
 
     # -- runs -----------------------------------------------------------------------------
 
     @abc.abstractmethod
     def create_run(self, run: RunRecord, *, ir: dict[str, Any]) -> None:
-        """Record a new run (state RUNNING) and its pipeline version (upserted by digest)."""
+        """Record a new run in `run.state` (RUNNING if empty) with its version: the one
+        `run.pipeline_version_id` names, else the unuploaded version of `ir` under
+        `run.pipeline`'s name (found by digest, or added).
+
+        Raises:
+            UserError: A run with this id exists already.
+            NotFoundError: `run.pipeline_version_id` names no version.
+        """
 
     @abc.abstractmethod
     def finish_run(
@@ -236,15 +122,26 @@ class MetadataStore(abc.ABC):
         error: dict[str, Any] | None,
         finished_at: float,
     ) -> None:
-        """Set a run's final state, outputs and error."""
+        """Set a run's final state, outputs and error. A run being canceled (CANCELING) that
+        ends FAILED or INTERRUPTED is CANCELED; one that ends SUCCEEDED stays so."""
 
     @abc.abstractmethod
-    def claim_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> RunRecord:
-        """Take a FAILED or INTERRUPTED run for a new engine (to resume it), atomically.
+    def claim_run(
+        self,
+        run_id: str,
+        *,
+        engine_host: str,
+        engine_pid: int,
+        engine_started: str = "",
+        queued: bool = False,
+    ) -> RunRecord:
+        """Take a run for an engine, atomically: a FAILED, CANCELED or INTERRUPTED one (to
+        resume it), or with `queued` a QUEUED one (a worker taking it from the queue; its
+        `starts` goes up by one and `scheduled_at` is set the first time).
 
-        The run becomes RUNNING under `engine_host`/`engine_pid` only if it is still FAILED or
-        INTERRUPTED when the store applies the change (a conditional update, not a read then
-        a write), so of several engines claiming one run exactly one gets it.
+        The run becomes RUNNING under `engine_host`/`engine_pid` only if it is still in such
+        a state when the store applies the change (a conditional update, not a read then a
+        write), so of several engines claiming one run exactly one gets it.
 
         Returns:
             The run as claimed (RUNNING, no finish time, no error).
@@ -272,11 +169,13 @@ class MetadataStore(abc.ABC):
         limit: int | None = None,
         offset: int = 0,
         text: str | None = None,
+        experiment_id: str | None = None,
+        recurring_run_id: str | None = None,
     ) -> list[RunRecord]:
         """Runs, newest first, with their metrics; `offset` skips that many (paging).
 
-        `text`, when given, keeps the runs whose id starts with it or whose pipeline name or
-        stored state contains it, ignoring case; LIKE wildcards in it are taken literally.
+        `text`, when given, keeps the runs whose id starts with it or whose pipeline name,
+        run name or stored state contains it, ignoring case (LIKE wildcards taken literally).
         """
 
     @abc.abstractmethod
@@ -289,7 +188,7 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     def running_runs(self) -> list[RunRecord]:
-        """Runs still marked RUNNING (to find those whose engine died)."""
+        """Runs still marked RUNNING or CANCELING (to find those whose engine died)."""
 
     @abc.abstractmethod
     def mark_interrupted(
@@ -305,6 +204,34 @@ class MetadataStore(abc.ABC):
         With `engine_host` and `engine_pid`, only while that engine still holds the run: an
         engine found dead must not take the run from one that claimed it since.
         """
+
+    @abc.abstractmethod
+    def transition_run(
+        self, run_id: str, *, source: tuple[str, ...], to: str, **values: Any
+    ) -> bool:
+        """Move the run to state `to` (and set `values`: `finished_at`, `error`, `starts`,
+        `engine_pid`...) only while its state is one of `source`, atomically; True if it moved.
+        The queue's compare-and-set: of two writers racing, one wins."""
+
+    @abc.abstractmethod
+    def update_run(self, run_id: str, **values: Any) -> None:
+        """Set attributes of a run that are not its state (`storage_state`, `display_name`,
+        `experiment_id`...).
+
+        Raises:
+            NotFoundError: No run has this id.
+        """
+
+    @abc.abstractmethod
+    def queue_runs(self, *, states: tuple[str, ...], limit: int | None = None) -> list[RunRecord]:
+        """Runs in `states` that a queue took or holds (QUEUED, or taken from the queue:
+        `starts` above 0), oldest first."""
+
+    @abc.abstractmethod
+    def page(self, kind: str, page: Page) -> tuple[list[Any], int]:
+        """One page of `kind` ("runs", "experiments", "pipelines", "versions" or
+        "recurring_runs"): the records matching `page.where` (on their columns; runs also on
+        `pipeline`, the IR's name), in its order, and how many match in all."""
 
     # -- executions, artifacts, events ----------------------------------------------------
 

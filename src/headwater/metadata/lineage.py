@@ -15,7 +15,14 @@ from headwater.errors import NotFoundError
 from headwater.metadata.base import Direction, LineageGraph
 from headwater.metadata.encoding import artifact_key
 from headwater.metadata.queries import chunks
-from headwater.metadata.schema import ARTIFACTS, EVENTS, EXECUTIONS, MODELS, PIPELINES, RUNS
+from headwater.metadata.schema import (
+    ARTIFACTS,
+    EVENTS,
+    EXECUTIONS,
+    MODELS,
+    PIPELINE_VERSIONS,
+    RUNS,
+)
 
 # The columns a lineage node shows.
 _EXECUTION_NODE = (
@@ -145,8 +152,9 @@ class _Walk:
             node = {**r, "id": f"a:{r['id']}"}
             nodes[node["id"]] = {"id": node["id"], "kind": "artifact", **node}
         self._registered(nodes)
-        runs = select(RUNS.c.run_id, PIPELINES.c.name, RUNS.c.state).join(
-            PIPELINES, PIPELINES.c.id == RUNS.c.pipeline_id
+        runs = select(RUNS.c.run_id, PIPELINE_VERSIONS.c.name, RUNS.c.state).join(
+            PIPELINE_VERSIONS,
+            PIPELINE_VERSIONS.c.pipeline_version_id == RUNS.c.pipeline_version_id,
         )
         for r in self._fetch(runs, RUNS.c.run_id, list(run_ids)):
             nodes[f"r:{r['run_id']}"] = {

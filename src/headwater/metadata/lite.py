@@ -19,6 +19,7 @@ import math
 import sqlite3
 import threading
 import time
+import uuid
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,10 +38,12 @@ from headwater.metadata.encoding import ir_digest, json_column, step_points
 from headwater.metadata.lite_db import LiteDatabase
 from headwater.metadata.lite_sql import (
     INSERT_EXECUTION,
+    RUN_JSON_FIELDS,
     UPDATE_EXECUTION,
     execution_values,
     read_artifact,
     read_cached,
+    run_row,
 )
 from headwater.metadata.reconcile import INTERRUPTED_TASK_ERROR, engine_dead
 from headwater.metadata.sqlite import connect_file
@@ -124,19 +127,23 @@ class SqliteWriter(LiteDatabase):
         super().close()
 
     def _on_open(self, conn: sqlite3.Connection) -> None:
-        """Mark runs whose engine died INTERRUPTED, as opening the store does."""
+        """Mark runs whose engine died INTERRUPTED (CANCELED if being canceled), as opening
+        the store does (`SqlMetadataStore.mark_interrupted`)."""
         rows = conn.execute(
-            "SELECT run_id, engine_host, engine_pid FROM runs WHERE state = 'RUNNING'"
+            "SELECT run_id, state, engine_host, engine_pid, engine_started FROM runs "
+            "WHERE state IN ('RUNNING', 'CANCELING')"
         ).fetchall()
-        for run_id, host, pid in rows:
-            if not engine_dead(
-                RunRecord(run_id, "", "", "RUNNING", engine_host=host, engine_pid=pid)
-            ):
+        for run_id, state, host, pid, started in rows:
+            record = RunRecord(
+                run_id, "", "", state, engine_host=host, engine_pid=pid, engine_started=started
+            )
+            if not engine_dead(record):
                 continue
             now = time.time()
             done = conn.execute(
-                "UPDATE runs SET state = 'INTERRUPTED', finished_at = ? WHERE run_id = ? "
-                "AND state = 'RUNNING' AND engine_host = ? AND engine_pid = ?",
+                "UPDATE runs SET finished_at = ?, state = CASE WHEN state = 'CANCELING' "
+                "THEN 'CANCELED' ELSE 'INTERRUPTED' END WHERE run_id = ? "
+                "AND state IN ('RUNNING', 'CANCELING') AND engine_host = ? AND engine_pid = ?",
                 (now, run_id, host, pid),
             )
             if done.rowcount:
@@ -150,7 +157,7 @@ class SqliteWriter(LiteDatabase):
 
     def create_run(self, run: RunRecord, *, ir: dict[str, Any]) -> None:
         """`SqlMetadataStore.create_run`."""
-        version = run.pipeline_version or ir_digest(ir)
+        digest = run.pipeline_version or ir_digest(ir)
         now = run.created_at or time.time()
 
         def write(conn: sqlite3.Connection) -> None:
@@ -159,34 +166,20 @@ class SqliteWriter(LiteDatabase):
                     f"run id {run.run_id!r} is taken by an earlier run: choose another id, "
                     "or resume that run"
                 )
-            found = conn.execute(
-                "SELECT id FROM pipelines WHERE name = ? AND version = ?",
-                (run.pipeline, version),
-            ).fetchone()
-            if found is None:
-                pipeline_id = conn.execute(
-                    "INSERT INTO pipelines (name, version, ir, created_at) VALUES (?, ?, ?, ?)",
-                    (run.pipeline, version, json_column(ir), now),
-                ).lastrowid
+            version = run.pipeline_version_id
+            if version:
+                found = conn.execute(
+                    "SELECT 1 FROM pipeline_versions WHERE pipeline_version_id = ?", (version,)
+                ).fetchone()
+                if found is None:
+                    raise NotFoundError(f"no pipeline version {version!r}")
             else:
-                pipeline_id = found[0]
+                version = _unuploaded_version(conn, run.pipeline, digest, ir, now)
+            row = run_row(run, version, now)
+            values = [json_column(v) if k in RUN_JSON_FIELDS else v for k, v in row.items()]
             conn.execute(
-                "INSERT INTO runs (run_id, pipeline_id, state, parameters, pipeline_root, "
-                "created_at, finished_at, outputs, error, engine_host, engine_pid) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run.run_id,
-                    pipeline_id,
-                    run.state or "RUNNING",
-                    json_column(run.parameters),
-                    run.pipeline_root,
-                    now,
-                    run.finished_at,
-                    json_column(run.outputs),
-                    json_column(run.error),
-                    run.engine_host,
-                    run.engine_pid,
-                ),
+                f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                values,
             )
 
         self._transaction(write)
@@ -202,9 +195,16 @@ class SqliteWriter(LiteDatabase):
     ) -> None:
         """`SqlMetadataStore.finish_run`."""
 
+        # A run being canceled that did not succeed is CANCELED (`MetadataStore.finish_run`).
+        ended = (
+            "?"
+            if state == "SUCCEEDED"
+            else "CASE WHEN state = 'CANCELING' THEN 'CANCELED' ELSE ? END"
+        )
+
         def write(conn: sqlite3.Connection) -> None:
             done = conn.execute(
-                "UPDATE runs SET state = ?, outputs = ?, error = ?, finished_at = ? "
+                f"UPDATE runs SET state = {ended}, outputs = ?, error = ?, finished_at = ? "
                 "WHERE run_id = ?",
                 (state, json_column(outputs), json_column(error), finished_at, run_id),
             )
@@ -415,3 +415,23 @@ class SqliteWriter(LiteDatabase):
 
         runs = sorted({row[0] for row in rows})
         self._transaction(write, refers_to=f"run {', '.join(map(repr, runs))}")
+
+
+def _unuploaded_version(
+    conn: sqlite3.Connection, name: str, digest: str, ir: dict[str, Any], created_at: float
+) -> str:
+    """`queries.unuploaded_version` on `sqlite3`."""
+    found = conn.execute(
+        "SELECT pipeline_version_id FROM pipeline_versions "
+        "WHERE name = ? AND digest = ? AND pipeline_id IS NULL LIMIT 1",
+        (name, digest),
+    ).fetchone()
+    if found is not None:
+        return str(found[0])
+    version_id = str(uuid.uuid4())
+    conn.execute(
+        "INSERT INTO pipeline_versions (pipeline_version_id, pipeline_id, name, digest, "
+        "display_name, description, ir, created_at) VALUES (?, NULL, ?, ?, '', '', ?, ?)",
+        (version_id, name, digest, json_column(ir), created_at),
+    )
+    return version_id

@@ -12,7 +12,7 @@ import json
 import sqlite3
 from typing import Any
 
-from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord
+from headwater.metadata.base import ArtifactRecord, EventRecord, ExecutionRecord, RunRecord
 from headwater.metadata.encoding import artifact_key, json_column
 
 #: The columns of `executions` an `ExecutionRecord` sets (all but id, run_id and task).
@@ -29,6 +29,36 @@ INSERT_EXECUTION = (
 UPDATE_EXECUTION = (
     f"UPDATE executions SET {', '.join(f'{f} = ?' for f in EXECUTION_FIELDS)} WHERE id = ?"
 )
+#: The JSON columns of `runs`.
+RUN_JSON_FIELDS = frozenset({"parameters", "outputs", "error"})
+
+
+def run_row(run: RunRecord, version_id: str, created_at: float) -> dict[str, Any]:
+    """The `runs` row of a new run of version `version_id`."""
+    return {
+        "run_id": run.run_id,
+        "pipeline_version_id": version_id,
+        "state": run.state or "RUNNING",
+        "parameters": run.parameters,
+        "pipeline_root": run.pipeline_root,
+        "created_at": created_at,
+        "finished_at": run.finished_at,
+        "outputs": run.outputs,
+        "error": run.error,
+        "engine_host": run.engine_host,
+        "engine_pid": run.engine_pid,
+        "engine_started": run.engine_started,
+        "display_name": run.display_name,
+        "description": run.description,
+        "experiment_id": run.experiment_id,
+        "namespace": run.namespace,
+        "storage_state": run.storage_state,
+        "recurring_run_id": run.recurring_run_id,
+        "scheduled_at": run.scheduled_at,
+        "starts": run.starts,
+    }
+
+
 _ARTIFACT_COLUMNS = (
     "id, uri, schema_title, name, digest, size, signature, metadata, producer, created_at"
 )

@@ -14,7 +14,12 @@ import socket
 import time
 from typing import Any
 
-from headwater.metadata.base import ExecutionRecord, MetadataStore, RunRecord
+from headwater.metadata.base import (
+    ACTIVE_RUN_STATES,
+    ExecutionRecord,
+    MetadataStore,
+    RunRecord,
+)
 from headwater.processes import process_alive
 
 #: The error recorded on a task that was RUNNING when its engine died.
@@ -25,30 +30,34 @@ INTERRUPTED_TASK_ERROR: dict[str, Any] = {
 
 
 def engine_dead(run: RunRecord) -> bool:
-    """True if `run` is RUNNING but its engine, a process on this host, is gone.
+    """True if an engine holds `run` (RUNNING or CANCELING) but that process on this host
+    is gone: no process has its pid, or the one that has started at another time.
 
     Runs started on another host are taken as alive: only that host can tell.
     """
     return (
-        run.state == "RUNNING"
+        run.state in ACTIVE_RUN_STATES
         and run.engine_host == socket.gethostname()
         and run.engine_pid != os.getpid()
-        and not process_alive(run.engine_pid)
+        and not process_alive(run.engine_pid, run.engine_started)
     )
 
 
 def presented_run(run: RunRecord) -> RunRecord:
-    """`run` as a reader shows it: INTERRUPTED if its engine died, else unchanged."""
-    return dataclasses.replace(run, state="INTERRUPTED") if engine_dead(run) else run
+    """`run` as a reader shows it: INTERRUPTED (CANCELED if it was being canceled) if its
+    engine died, else unchanged."""
+    if not engine_dead(run):
+        return run
+    return dataclasses.replace(run, state="CANCELED" if run.state == "CANCELING" else "INTERRUPTED")
 
 
 def presented_execution(execution: ExecutionRecord, run: RunRecord) -> ExecutionRecord:
     """A task of `run` as a reader shows it: if the run's engine died (`run` as stored, or
     already presented INTERRUPTED) a RUNNING task is FAILED with `INTERRUPTED_TASK_ERROR`,
     as `mark_interrupted` will record it."""
-    if execution.state != "RUNNING" or run.state not in ("RUNNING", "INTERRUPTED"):
+    if execution.state != "RUNNING" or run.state not in (*ACTIVE_RUN_STATES, "INTERRUPTED"):
         return execution
-    if run.state == "RUNNING" and not engine_dead(run):
+    if run.state in ACTIVE_RUN_STATES and not engine_dead(run):
         return execution
     return dataclasses.replace(execution, state="FAILED", error=dict(INTERRUPTED_TASK_ERROR))
 

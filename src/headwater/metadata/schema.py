@@ -40,24 +40,69 @@ METADATA = MetaData(naming_convention=NAMING)
 # SQL NULL (not the JSON text 'null') when a Python None is stored.
 Json = JSON(none_as_null=True)
 
-#: A pipeline version: its name, the digest of its IR, and the IR itself.
+#: A named pipeline, as KFP's API knows one (`upload_pipeline`): a name in a namespace, whose
+#: versions are `PIPELINE_VERSIONS` rows.
 PIPELINES = Table(
     "pipelines",
     METADATA,
-    Column("id", Integer, primary_key=True),
-    Column("name", String, nullable=False),
-    Column("version", String, nullable=False),
-    Column("ir", Json, nullable=False),
+    Column("pipeline_id", String, primary_key=True),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column("namespace", String, nullable=False),
     Column("created_at", Double, nullable=False),
-    UniqueConstraint("name", "version"),
+    UniqueConstraint("namespace", "display_name"),
 )
 
-#: One run of a pipeline version.
+#: A pipeline version, the record every run points to: the IR (with its platform spec, if
+#: any), the name the IR gives the pipeline and the IR's digest. A version uploaded through
+#: KFP's API belongs to a named pipeline (`pipeline_id`) and has its own display name; one
+#: that a run recorded without an upload (`headwater run`, an inline spec) has neither and is
+#: shared by every run of the same IR under the same name.
+PIPELINE_VERSIONS = Table(
+    "pipeline_versions",
+    METADATA,
+    Column("pipeline_version_id", String, primary_key=True),
+    Column("pipeline_id", String, ForeignKey("pipelines.pipeline_id"), index=True),
+    Column("name", String, nullable=False),
+    Column("digest", String, nullable=False),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column("ir", Json, nullable=False),
+    Column("created_at", Double, nullable=False),
+    UniqueConstraint("pipeline_id", "display_name"),
+    Index("ix_pipeline_versions_name_digest", "name", "digest"),
+)
+
+#: A group of runs (KFP's Experiment), unique by name in its namespace.
+EXPERIMENTS = Table(
+    "experiments",
+    METADATA,
+    Column("experiment_id", String, primary_key=True),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column("namespace", String, nullable=False),
+    Column("storage_state", String, nullable=False),
+    Column("created_at", Double, nullable=False),
+    UniqueConstraint("namespace", "display_name"),
+)
+
+#: One run of a pipeline version, from the moment it is accepted (`RUN_STATES` in `base`):
+#: QUEUED until a worker claims it (`headwater server`), RUNNING while an engine holds it
+#: (`engine_pid` on `engine_host`, started at `engine_started`), CANCELING while a terminate
+#: stops it, then SUCCEEDED, FAILED, CANCELED, or INTERRUPTED when its engine died. What KFP's
+#: API adds (name, experiment, namespace, archive state, the recurring run that made it, when
+#: a worker first took it, and how many workers took it) lives here too.
 RUNS = Table(
     "runs",
     METADATA,
     Column("run_id", String, primary_key=True),
-    Column("pipeline_id", Integer, ForeignKey("pipelines.id"), nullable=False, index=True),
+    Column(
+        "pipeline_version_id",
+        String,
+        ForeignKey("pipeline_versions.pipeline_version_id"),
+        nullable=False,
+        index=True,
+    ),
     Column("state", String, nullable=False, index=True),
     Column("parameters", Json, nullable=False),
     Column("pipeline_root", String, nullable=False),
@@ -67,6 +112,23 @@ RUNS = Table(
     Column("error", Json),
     Column("engine_host", String, nullable=False),
     Column("engine_pid", Integer, nullable=False),
+    # The engine process's start time (`processes.process_start`): a reused pid is not it.
+    Column("engine_started", String, nullable=False),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column(
+        "experiment_id",
+        String,
+        ForeignKey("experiments.experiment_id", ondelete="SET NULL"),
+        index=True,
+    ),
+    Column("namespace", String, nullable=False, index=True),
+    Column("storage_state", String, nullable=False),
+    # The recurring run that made it (no foreign key: deleting that keeps its runs).
+    Column("recurring_run_id", String, index=True),
+    Column("scheduled_at", Double),
+    # Workers that took it from the queue (0: never queued, as `headwater run`'s runs).
+    Column("starts", Integer, nullable=False),
 )
 
 #: One executor task of a run (unique by run and task name).
@@ -212,93 +274,29 @@ ENDPOINTS = Table(
     Column("updated_at", Double, nullable=False),
 )
 
-#: `headwater server`: a KFP experiment (runs are grouped under one).
-KFP_EXPERIMENTS = Table(
-    "kfp_experiments",
+#: A recurring run (KFP's RecurringRun): the runs of a pipeline version that the server's
+#: scheduler makes. `next_fire_at` is the next time it fires (NULL: past its end); `status`
+#: ENABLED or DISABLED.
+RECURRING_RUNS = Table(
+    "recurring_runs",
     METADATA,
-    Column("experiment_id", String, primary_key=True),
-    Column("display_name", String, nullable=False),
-    Column("description", String, nullable=False),
-    Column("namespace", String, nullable=False),
-    Column("storage_state", String, nullable=False),
-    Column("created_at", Double, nullable=False),
-    UniqueConstraint("namespace", "display_name"),
-)
-
-#: `headwater server`: a KFP pipeline (a name; its specs are its versions).
-KFP_PIPELINES = Table(
-    "kfp_pipelines",
-    METADATA,
-    Column("pipeline_id", String, primary_key=True),
-    Column("display_name", String, nullable=False),
-    Column("description", String, nullable=False),
-    Column("namespace", String, nullable=False),
-    Column("created_at", Double, nullable=False),
-    UniqueConstraint("namespace", "display_name"),
-)
-
-#: `headwater server`: one version of a KFP pipeline, with its spec exactly as uploaded.
-KFP_PIPELINE_VERSIONS = Table(
-    "kfp_pipeline_versions",
-    METADATA,
-    Column("pipeline_version_id", String, primary_key=True),
+    Column("recurring_run_id", String, primary_key=True),
     Column(
-        "pipeline_id",
+        "experiment_id",
         String,
-        ForeignKey("kfp_pipelines.pipeline_id", ondelete="CASCADE"),
+        ForeignKey("experiments.experiment_id", ondelete="SET NULL"),
+        index=True,
+    ),
+    Column("namespace", String, nullable=False, index=True),
+    Column("display_name", String, nullable=False),
+    Column("description", String, nullable=False),
+    Column(
+        "pipeline_version_id",
+        String,
+        ForeignKey("pipeline_versions.pipeline_version_id"),
         nullable=False,
         index=True,
     ),
-    Column("display_name", String, nullable=False),
-    Column("description", String, nullable=False),
-    Column("pipeline_spec", Json, nullable=False),
-    Column("created_at", Double, nullable=False),
-    UniqueConstraint("pipeline_id", "display_name"),
-)
-
-#: `headwater server`: a run submitted through the KFP API, and the server's run queue.
-#: `state` is the KFP RuntimeState: PENDING (queued), RUNNING (a worker process holds it:
-#: `worker_pid` on `worker_host`), CANCELING, then SUCCEEDED, FAILED or CANCELED. The
-#: Headwater run of the same `run_id` exists once a worker has started it.
-KFP_RUNS = Table(
-    "kfp_runs",
-    METADATA,
-    Column("run_id", String, primary_key=True),
-    Column("experiment_id", String, nullable=False, index=True),
-    Column("namespace", String, nullable=False, index=True),
-    Column("display_name", String, nullable=False),
-    Column("description", String, nullable=False),
-    Column("pipeline_spec", Json),
-    Column("pipeline_id", String),
-    Column("pipeline_version_id", String),
-    Column("runtime_config", Json, nullable=False),
-    Column("storage_state", String, nullable=False),
-    Column("state", String, nullable=False, index=True),
-    Column("error", String),
-    Column("created_at", Double, nullable=False, index=True),
-    Column("scheduled_at", Double),
-    Column("finished_at", Double),
-    Column("worker_host", String),
-    Column("worker_pid", Integer),
-    # Worker starts that ended without a final state (a crashed worker): bounded retries.
-    Column("starts", Integer, nullable=False),
-    # The recurring run that made it (no foreign key: deleting that keeps its runs).
-    Column("recurring_run_id", String, index=True),
-)
-
-#: `headwater server`: a KFP recurring run, whose runs the server's scheduler makes.
-#: `next_fire_at` is the next time it fires (NULL: past its end); `status` ENABLED/DISABLED.
-KFP_RECURRING_RUNS = Table(
-    "kfp_recurring_runs",
-    METADATA,
-    Column("recurring_run_id", String, primary_key=True),
-    Column("experiment_id", String, nullable=False, index=True),
-    Column("namespace", String, nullable=False, index=True),
-    Column("display_name", String, nullable=False),
-    Column("description", String, nullable=False),
-    Column("pipeline_spec", Json),
-    Column("pipeline_id", String),
-    Column("pipeline_version_id", String),
     Column("runtime_config", Json, nullable=False),
     Column("trigger", Json, nullable=False),
     Column("max_concurrency", Integer, nullable=False),

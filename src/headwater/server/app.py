@@ -1,14 +1,16 @@
-"""The server's ASGI app: the UI's app (pages, `/api/v1`, token, browser guard) plus
-KFP's `/apis/v2beta1`, and the run queue that executes what is submitted."""
+"""The server's ASGI app: the UI's app (pages, `/api/v1`, token, browser guard) plus KFP's
+`/apis/v2beta1`, over one store, with one set of run operations that both use, and the run
+queue that executes what either submits."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from headwater.server.kfp.wire import status_body
+from headwater.server.operations import RunOperations
 from headwater.server.queue import QueueSettings, RunQueue
-from headwater.server.routes import PREFIX, ServerState, handle
-from headwater.server.store import KfpStore
+from headwater.server.router import PREFIX, UPLOADS, ServerState, handle
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -33,12 +35,23 @@ def create_app(
         MissingDependencyError: The `ui` extra is not installed.
         StorageError: The metadata store cannot be opened.
     """
+    from headwater.metadata import open_store
+    from headwater.server import resources, run_routes  # noqa: F401 - they register routes
     from headwater.ui import create_app as create_ui_app
 
-    app = create_ui_app(settings.metadata_url, token, allowed_hosts=allowed_hosts)
-    store = KfpStore(settings.metadata_url)
-    queue = RunQueue(store, settings)
-    app.state.kfp = ServerState(store, queue, settings.metadata_url)
+    store = open_store(settings.metadata_url)
+    operations = RunOperations(store)
+    queue = RunQueue(store, operations, settings)
+    operations.wake = queue.wake
+    app = create_ui_app(
+        settings.metadata_url,
+        token,
+        allowed_hosts=allowed_hosts,
+        runs=operations,
+        api_prefixes={PREFIX + "/": status_body},
+        uploads=UPLOADS,
+    )
+    app.state.kfp = ServerState(store, operations, queue, settings)
     methods = ["GET", "POST", "DELETE", "PATCH", "PUT"]
     app.add_route(PREFIX + "/{path:path}", handle, methods=methods, include_in_schema=False)
     app.add_route(PREFIX, handle, methods=methods, include_in_schema=False)

@@ -1,39 +1,48 @@
-"""The run queue: at most N queued runs execute at once, each in a worker process.
+"""The run queue: at most N queued runs execute at once, each in a warm worker.
 
-The queue is the `kfp_runs` table, so it outlives the server. A dispatcher thread, every
-`tick` seconds and whenever a run is submitted:
+The queue is the `runs` table: a run is QUEUED from the moment it is accepted, so the queue
+outlives the server. A dispatcher thread, every `tick` seconds and whenever a run is
+submitted, terminated or retried:
 
-1. ends the runs whose worker exited: the Headwater run's own state (SUCCEEDED, FAILED) is
-   taken; a run that was being terminated is CANCELED; a worker that died without ending
-   its run (killed, or the machine rebooted) puts it back in the queue, to be resumed, at
-   most `MAX_STARTS` times;
-2. starts the oldest PENDING runs while fewer than N hold a worker.
+1. queues a run of each recurring run whose time has come (`_fire`);
+2. finds the runs whose worker died (its pid gone, or reused by another process: liveness is
+   the pid and its start time) and puts them back in the queue to be resumed, at most
+   `MAX_STARTS` times; a run that was being canceled is CANCELED;
+3. hands the oldest QUEUED runs to the launcher (`server.launcher`) while fewer than N are
+   running. The worker that gets one takes it from the queue itself, in one conditional
+   UPDATE that records its pid, start time and host: a run is never RUNNING without the
+   process that runs it.
 
-Each start is claimed in the store first (PENDING -> RUNNING with a compare-and-set) and the
-worker's pid written after, so a restarted server finds every run: queued ones start, and
-RUNNING ones whose worker still runs are watched, those whose worker is gone are resumed.
+A restarted server finds every run: queued ones start, running ones whose worker still runs
+are left to it, those whose worker is gone are resumed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
-import signal
-import socket
+import queue as queues
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import IO, Any
 
-from headwater.processes import process_alive
-from headwater.server.store import ACTIVE, KfpStore, Record
-from headwater.server.worker import worker_argv
+from headwater.errors import UserError
+from headwater.metadata.base import ACTIVE_RUN_STATES, MetadataStore, Page, Predicate, RunRecord
+from headwater.metadata.reconcile import engine_dead
+from headwater.server.operations import NewRun, RunOperations
+from headwater.server.worker import WorkerSettings
 
-__all__ = ["MAX_STARTS", "QueueSettings", "RunQueue"]
+__all__ = ["MAX_STARTS", "Launcher", "QueueSettings", "RunQueue"]
 
 #: Worker starts a run gets before a worker dying under it fails it.
 MAX_STARTS = 3
+#: A run handed to a worker that has not taken it in this long is handed again.
+_HAND_TIMEOUT_S = 60.0
 _log = logging.getLogger(__name__)
 
 
@@ -48,48 +57,128 @@ class QueueSettings:
     install_packages: bool = True
     log_dir: str | None = None
 
+    @property
+    def worker(self) -> WorkerSettings:
+        """What each worker is told."""
+        return WorkerSettings(
+            metadata_url=self.metadata_url,
+            executor=self.executor,
+            scheduler=self.scheduler,
+            install_packages=self.install_packages,
+        )
+
+
+class Launcher:
+    """The server's side of `server.launcher`: starts it, hands it runs, hears their workers
+    end. Restarted by `ensure` if it dies."""
+
+    def __init__(self, settings: QueueSettings) -> None:
+        self.settings = settings
+        self._process: subprocess.Popen[bytes] | None = None
+        self._events: queues.SimpleQueue[dict[str, Any]] = queues.SimpleQueue()
+
+    def ensure(self) -> None:
+        """Start the launcher unless it runs."""
+        if self._process is not None and self._process.poll() is None:
+            return
+        if self._process is not None:
+            _log.warning("run launcher exited (%s); starting another", self._process.returncode)
+            self._events.put({"restarted": True})
+        log_dir = self.settings.log_dir or os.devnull
+        argv = [sys.executable, "-m", "headwater.server.launcher", *self.settings.worker.argv()]
+        argv += ["--log-dir", log_dir if self.settings.log_dir else _scratch_dir()]
+        self._process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
+        )
+        reader = threading.Thread(
+            target=self._read, args=(self._process.stdout,), name="headwater-launcher", daemon=True
+        )
+        reader.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for line in stream:
+            with contextlib.suppress(ValueError):
+                self._events.put(json.loads(line))
+
+    def hand(self, run_id: str) -> bool:
+        """Give the launcher a run; False if it cannot take it now."""
+        process = self._process
+        if process is None or process.stdin is None or process.poll() is not None:
+            return False
+        try:
+            process.stdin.write((json.dumps({"run_id": run_id}) + "\n").encode())
+            process.stdin.flush()
+        except OSError:
+            return False
+        return True
+
+    def events(self) -> list[dict[str, Any]]:
+        """What the launcher reported since the last call."""
+        found = []
+        while True:
+            try:
+                found.append(self._events.get_nowait())
+            except queues.Empty:
+                return found
+
+    def stop(self) -> None:
+        """Close the launcher's stdin (it stops its spare and exits; workers go on)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        with contextlib.suppress(OSError):
+            if process.stdin is not None:
+                process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _scratch_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="headwater-worker-logs-")
+
 
 class RunQueue:
-    """The dispatcher thread over the `kfp_runs` queue (see the module docstring)."""
+    """The dispatcher thread over the queued runs (see the module docstring)."""
 
-    def __init__(self, store: KfpStore, settings: QueueSettings, *, tick: float = 0.25) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        operations: RunOperations,
+        settings: QueueSettings,
+        *,
+        tick: float = 0.25,
+    ) -> None:
         self.store = store
+        self.operations = operations
         self.settings = settings
         self.tick = tick
-        self.host = socket.gethostname()
-        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self.launcher = Launcher(settings)
+        #: Runs handed to a worker that has not taken them yet (run id -> when).
+        self._handed: dict[str, float] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="headwater-run-queue", daemon=True)
 
     def start(self) -> None:
-        """Start dispatching (runs left by an earlier server first)."""
+        """Start the launcher and dispatching (runs left by an earlier server first)."""
+        self.launcher.ensure()
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop dispatching; running workers go on (a later server adopts them)."""
+        """Stop dispatching; running workers go on (a later server finds them)."""
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
+        self.launcher.stop()
 
     def wake(self) -> None:
         """Dispatch now (a run was submitted, retried or terminated)."""
         self._wake.set()
-
-    def terminate(self, run: Record) -> None:
-        """Stop a run: a queued one is CANCELED at once; a running one's worker gets SIGTERM
-        (its tasks are stopped) and the run is CANCELED when the worker has exited."""
-        run_id = run["run_id"]
-        if self.store.update_run(
-            run_id, when=("PENDING",), state="CANCELED", finished_at=time.time()
-        ):
-            return
-        if self.store.update_run(run_id, when=("RUNNING",), state="CANCELING"):
-            pid = self.store.run(run_id)["worker_pid"]
-            if pid and run.get("worker_host") in (None, self.host):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGTERM)
-        self.wake()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -102,134 +191,107 @@ class RunQueue:
 
     def _dispatch(self) -> None:
         self._fire(time.time())
-        active = self.store.runs_in(ACTIVE)
-        for run in active:
-            if not self._worker_alive(run):
+        self._hear_launcher()
+        active = 0
+        for run in self.store.queue_runs(states=(*ACTIVE_RUN_STATES, "INTERRUPTED")):
+            self._handed.pop(run.run_id, None)  # taken by its worker
+            if run.state == "INTERRUPTED" or engine_dead(run):
                 self._ended(run)
-        running = len(self.store.runs_in(ACTIVE))
-        free = self.settings.max_concurrent_runs - running
+            else:
+                active += 1
+        now = time.monotonic()
+        for run_id, when in list(self._handed.items()):
+            if now - when > _HAND_TIMEOUT_S:
+                del self._handed[run_id]
+        free = self.settings.max_concurrent_runs - active - len(self._handed)
         if free <= 0:
             return
-        for run in self.store.runs_in(("PENDING",), limit=free):
-            self._start(run)
+        for run in self.store.queue_runs(states=("QUEUED",), limit=free + len(self._handed)):
+            if free <= 0:
+                break
+            if run.run_id in self._handed:
+                continue
+            if not self.launcher.hand(run.run_id):
+                return  # the launcher restarts on the next turn
+            self._handed[run.run_id] = now
+            free -= 1
+
+    def _hear_launcher(self) -> None:
+        """Forget runs whose worker ended before taking them (canceled meanwhile, or it
+        failed to start): still QUEUED ones are handed again."""
+        self.launcher.ensure()
+        for event in self.launcher.events():
+            if event.get("restarted"):
+                self._handed.clear()
+            elif "exit" in event:
+                self._handed.pop(str(event["run_id"]), None)
+
+    def _ended(self, run: RunRecord) -> None:
+        """A run whose worker is gone: CANCELED if it was being canceled, else back in the
+        queue to be resumed, or FAILED after `MAX_STARTS` workers."""
+        now = time.time()
+        if run.state in ACTIVE_RUN_STATES:
+            # RUNNING -> INTERRUPTED, CANCELING -> CANCELED; its running tasks FAILED.
+            self.store.mark_interrupted(
+                run.run_id,
+                finished_at=now,
+                engine_host=run.engine_host,
+                engine_pid=run.engine_pid,
+            )
+            if run.state == "CANCELING":
+                return
+        if run.starts >= MAX_STARTS:
+            self.store.transition_run(
+                run.run_id,
+                source=("INTERRUPTED",),
+                to="FAILED",
+                finished_at=now,
+                error={
+                    "error_type": "WorkerLost",
+                    "message": f"its worker stopped {run.starts} times without ending it",
+                },
+            )
+        else:
+            self.store.transition_run(
+                run.run_id, source=("INTERRUPTED",), to="QUEUED", finished_at=None
+            )
 
     def _fire(self, now: float) -> None:
         """Queue a run of each recurring run whose time has come, unless `max_concurrency` of
         its runs are queued or running (it then fires when one ends). After downtime, each
         missed time fires in turn, or with `no_catchup` only the latest."""
-        from headwater.metadata.schema import KFP_RUNS
         from headwater.server.schedule import trigger_of
 
         for rec in self.store.due_recurring_runs(now):
-            rid, fire_at = rec["recurring_run_id"], rec["next_fire_at"]
-            busy = self.store.count(
-                KFP_RUNS,
-                (KFP_RUNS.c.recurring_run_id == rid) & KFP_RUNS.c.state.in_(("PENDING", *ACTIVE)),
+            rid, fire_at = rec.recurring_run_id, rec.next_fire_at
+            busy = Page(
+                where=(
+                    Predicate("recurring_run_id", "EQUALS", rid),
+                    Predicate("state", "IN", ["QUEUED", *ACTIVE_RUN_STATES]),
+                ),
+                limit=1,
             )
-            if busy >= rec["max_concurrency"]:
+            if self.store.page("runs", busy)[1] >= rec.max_concurrency:
                 continue
-            trigger = trigger_of(rec["trigger"])
-            following = trigger.next_after(now if rec["no_catchup"] else fire_at)
+            trigger = trigger_of(rec.trigger)
+            following = trigger.next_after(now if rec.no_catchup else (fire_at or now))
             if not self.store.update_recurring_run(rid, next_was=fire_at, next_fire_at=following):
                 continue  # changed meanwhile (disabled, or fired by another server)
-            stamp = time.strftime("%Y-%m-%d %H-%M-%S", time.gmtime(fire_at))
-            self.store.create_run(
-                {
-                    "experiment_id": rec["experiment_id"],
-                    "namespace": rec["namespace"],
-                    "display_name": f"{rec['display_name']} {stamp}",
-                    "description": rec["description"],
-                    "pipeline_spec": rec["pipeline_spec"],
-                    "pipeline_id": rec["pipeline_id"],
-                    "pipeline_version_id": rec["pipeline_version_id"],
-                    "runtime_config": rec["runtime_config"],
-                    "scheduled_at": fire_at,
-                    "recurring_run_id": rid,
-                }
-            )
-
-    def _worker_alive(self, run: Record) -> bool:
-        child = self._children.get(run["run_id"])
-        if child is not None:
-            if child.poll() is None:
-                return True
-            del self._children[run["run_id"]]
-            return False
-        if run["worker_host"] not in (None, self.host):
-            return True  # another host's worker: only that host can tell
-        if run["worker_pid"] is None:
-            # Claimed but not started: a server that died between the two, or one starting
-            # it right now (this thread alone starts workers, so not now).
-            return False
-        return process_alive(run["worker_pid"])
-
-    def _ended(self, run: Record) -> None:
-        from headwater.metadata import open_reader
-
-        run_id = run["run_id"]
-        run = self.store.run(run_id)  # as the worker left it (it may have set `error`)
-        done = None
-        reader = open_reader(self.settings.metadata_url)
-        if reader is not None:
-            done = reader.get_run(run_id)
-        now = time.time()
-        if run["state"] == "CANCELING":
-            self.store.update_run(run_id, state="CANCELED", finished_at=now, worker_pid=None)
-        elif done is not None and done.state in ("SUCCEEDED", "FAILED"):
-            error = None
-            if done.error:
-                error = str(done.error.get("message") or done.error)
-            self.store.update_run(
-                run_id,
-                when=("RUNNING",),
-                state=done.state,
-                finished_at=done.finished_at or now,
-                error=error,
-                worker_pid=None,
-            )
-        elif run["starts"] >= MAX_STARTS or (done is None and run["error"]):
-            self.store.update_run(
-                run_id,
-                when=("RUNNING",),
-                state="FAILED",
-                finished_at=now,
-                error=run["error"] or f"its worker stopped {run['starts']} times without ending it",
-                worker_pid=None,
-            )
-        else:  # the worker died mid-run: queue it again, to be resumed
-            self.store.update_run(run_id, when=("RUNNING",), state="PENDING", worker_pid=None)
-
-    def _start(self, run: Record) -> None:
-        run_id = run["run_id"]
-        if not self.store.update_run(
-            run_id,
-            when=("PENDING",),
-            state="RUNNING",
-            worker_host=self.host,
-            worker_pid=None,
-            scheduled_at=run["scheduled_at"] or time.time(),
-            starts=run["starts"] + 1,
-        ):
-            return
-        s = self.settings
-        argv = worker_argv(
-            run_id,
-            metadata_url=s.metadata_url,
-            executor=s.executor,
-            scheduler=s.scheduler,
-            install_packages=s.install_packages,
-        )
-        log = open(os.devnull, "wb")  # noqa: SIM115 - handed to the child
-        if s.log_dir is not None:
-            os.makedirs(s.log_dir, exist_ok=True)
-            log = open(os.path.join(s.log_dir, f"{run_id}.log"), "ab")  # noqa: SIM115
-        with log:
-            child = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # outlives the server; terminate signals it alone
-            )
-        self._children[run_id] = child
-        self.store.update_run(run_id, worker_pid=child.pid)
+            stamp = time.strftime("%Y-%m-%d %H-%M-%S", time.gmtime(fire_at or now))
+            config = rec.runtime_config
+            try:
+                self.operations.submit(
+                    NewRun(
+                        display_name=f"{rec.display_name} {stamp}",
+                        version=self.store.get_version(rec.pipeline_version_id),
+                        arguments=config.get("parameters") or {},
+                        pipeline_root=config.get("pipeline_root") or "",
+                        experiment_id=rec.experiment_id or "",
+                        namespace=rec.namespace,
+                        description=rec.description,
+                        recurring_run_id=rid,
+                        scheduled_at=fire_at,
+                    )
+                )
+            except UserError as exc:  # its experiment archived, say: the next time may do
+                _log.warning("recurring run %s could not queue a run: %s", rid, exc)

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from headwater.server.wire import ApiError, from_time
+from headwater.errors import InvalidArgumentError
+from headwater.server.kfp.wire import from_time
 
 __all__ = ["Trigger", "parse_trigger"]
 
@@ -42,10 +43,10 @@ class Trigger:
             if len(parts) == 5:
                 parts = ["0", *parts]
             if len(parts) != 6:
-                raise ApiError(400, f"cron {cron!r} has {len(parts)} fields: {_FORM}")
+                raise InvalidArgumentError(f"cron {cron!r} has {len(parts)} fields: {_FORM}")
             self._cron = " ".join(parts)
             if not croniter.is_valid(self._cron, second_at_beginning=True):
-                raise ApiError(400, f"cron {cron!r} is not valid: {_FORM}")
+                raise InvalidArgumentError(f"cron {cron!r} is not valid: {_FORM}")
 
     def next_after(self, after: float) -> float | None:
         """The first time strictly after `after` (and not before the start); None past the end."""
@@ -80,27 +81,28 @@ def parse_trigger(doc: Any) -> tuple[Trigger, dict[str, Any]]:
     """A request's `trigger` as a `Trigger`, and as it is stored and echoed back.
 
     Raises:
-        ApiError: 400, naming what is wrong.
+        InvalidArgumentError: Naming what is wrong.
     """
     if not isinstance(doc, Mapping):
-        raise ApiError(
-            400,
+        raise InvalidArgumentError(
             "trigger is required: {cron_schedule: {cron}} or "
             "{periodic_schedule: {interval_second}}",
         )
     cron_doc, periodic = doc.get("cron_schedule"), doc.get("periodic_schedule")
     if (cron_doc is None) == (periodic is None):
-        raise ApiError(400, "trigger needs exactly one of cron_schedule and periodic_schedule")
+        raise InvalidArgumentError(
+            "trigger needs exactly one of cron_schedule and periodic_schedule"
+        )
     given = cron_doc if cron_doc is not None else periodic
     if not isinstance(given, Mapping):
-        raise ApiError(400, "the trigger's schedule must be an object")
+        raise InvalidArgumentError("the trigger's schedule must be an object")
     start = from_time(given["start_time"], "start_time") if given.get("start_time") else None
     end = from_time(given["end_time"], "end_time") if given.get("end_time") else None
     stored: dict[str, Any] = {}
     if cron_doc is not None:
         cron = given.get("cron")
         if not isinstance(cron, str) or not cron.strip():
-            raise ApiError(400, "cron_schedule.cron is required, e.g. '0 0 * * * *'")
+            raise InvalidArgumentError("cron_schedule.cron is required, e.g. '0 0 * * * *'")
         trigger = Trigger(cron=cron, start=start, end=end)
         stored["cron_schedule"] = {"cron": cron}
         key = "cron_schedule"
@@ -109,9 +111,13 @@ def parse_trigger(doc: Any) -> tuple[Trigger, dict[str, Any]]:
         try:
             interval = int(raw)  # int64: a number or a string
         except (TypeError, ValueError) as exc:
-            raise ApiError(400, f"periodic_schedule.interval_second {raw!r}: a number") from exc
+            raise InvalidArgumentError(
+                f"periodic_schedule.interval_second {raw!r}: a number"
+            ) from exc
         if interval < 1:
-            raise ApiError(400, f"periodic_schedule.interval_second must be at least 1, got {raw}")
+            raise InvalidArgumentError(
+                f"periodic_schedule.interval_second must be at least 1, got {raw}"
+            )
         trigger = Trigger(interval=interval, start=start, end=end)
         stored["periodic_schedule"] = {"interval_second": str(interval)}
         key = "periodic_schedule"

@@ -1,99 +1,118 @@
-"""One queued run, executed in a process of its own: `python -m headwater.server.worker RUN_ID`.
+"""One queued run, executed by a worker process: what each of the launcher's workers does.
 
-The queue (`server.queue`) starts one per run, in a new session, so that terminating a run
-is a signal to this process (SIGTERM: its tasks are stopped, the run recorded INTERRUPTED,
-as Ctrl-C does for `headwater run`), and a server that dies leaves the run going. A run
-that has a Headwater record already (a retry, or a worker that died) is resumed, reusing
-every task that finished; otherwise it starts under the id the server gave it.
+A worker takes its run from the queue (`api.running.run_queued`: QUEUED -> RUNNING with its
+own pid, start time and host, atomically) and runs it to its end; a run that has tasks
+already (a retry, or a worker that died under it) is resumed, reusing every task that
+finished. Terminating the run is a SIGTERM to this process: its tasks are stopped and the run
+recorded CANCELED. A worker lives in its own session, so a server that dies leaves its runs
+going; the next server finds them by pid and start time.
 
-Exit status: 0 succeeded, 1 failed, 2 bad input (nothing ran), 130 interrupted.
+`python -m headwater.server.worker RUN_ID --metadata-url URL` runs one the same way from a
+fresh interpreter (the launcher forks warm ones instead: `server.launcher`).
+
+Exit status: 0 succeeded, 1 failed, 2 bad input (nothing ran), 3 not in the queue any more,
+130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import signal
 import sys
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
-__all__ = ["main", "worker_argv"]
+__all__ = ["WorkerSettings", "main", "run_one"]
 
 
-def worker_argv(
-    run_id: str,
-    *,
-    metadata_url: str,
-    executor: str,
-    scheduler: str | None,
-    install_packages: bool,
-) -> list[str]:
-    """The command line that runs `run_id` in a worker process."""
-    argv = [sys.executable, "-m", "headwater.server.worker", run_id]
-    argv += ["--metadata-url", metadata_url, "--executor", executor]
-    if scheduler:
-        argv += ["--scheduler", scheduler]
-    if not install_packages:
-        argv.append("--no-install-packages")
-    return argv
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How a worker runs its run (`headwater server`'s options)."""
+
+    metadata_url: str
+    executor: str = "local"
+    scheduler: str | None = None
+    install_packages: bool = True
+
+    def argv(self) -> list[str]:
+        """These settings as command-line options (of the launcher and of `main`)."""
+        argv = ["--metadata-url", self.metadata_url, "--executor", self.executor]
+        if self.scheduler:
+            argv += ["--scheduler", self.scheduler]
+        if not self.install_packages:
+            argv.append("--no-install-packages")
+        return argv
+
+    @classmethod
+    def parser(cls, prog: str) -> argparse.ArgumentParser:
+        """A parser of `argv`'s options."""
+        parser = argparse.ArgumentParser(prog=prog)
+        parser.add_argument("--metadata-url", required=True)
+        parser.add_argument("--executor", default="local")
+        parser.add_argument("--scheduler")
+        parser.add_argument("--no-install-packages", action="store_true")
+        return parser
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> WorkerSettings:
+        """The settings `parser` read."""
+        return cls(
+            metadata_url=args.metadata_url,
+            executor=args.executor,
+            scheduler=args.scheduler,
+            install_packages=not args.no_install_packages,
+        )
 
 
 def _interrupt(signum: int, frame: Any) -> NoReturn:
     raise KeyboardInterrupt
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run or resume one queued run to its end; see the module docstring."""
-    parser = argparse.ArgumentParser(prog="headwater.server.worker")
-    parser.add_argument("run_id")
-    parser.add_argument("--metadata-url", required=True)
-    parser.add_argument("--executor", default="local")
-    parser.add_argument("--scheduler")
-    parser.add_argument("--no-install-packages", action="store_true")
-    args = parser.parse_args(argv)
+def run_one(run_id: str, settings: WorkerSettings, *, executor: Any = None) -> int:
+    """Take `run_id` from the queue and run it to its end; the exit status (see the module
+    docstring). SIGTERM stops it as Ctrl-C stops `headwater run`.
+
+    Args:
+        run_id: A QUEUED run.
+        settings: How to run it.
+        executor: An executor made already (a warm worker's, with its fork server started),
+            shut down when the run ends; None makes the one `settings` name.
+    """
+    from headwater.api.running import run_queued
+    from headwater.engine.options import RunOptions
+    from headwater.errors import RunClaimedError, UserError
+
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return _run(args)
+        options = RunOptions.build(
+            executor=executor if executor is not None else settings.executor,
+            metadata=settings.metadata_url,
+            install_packages=settings.install_packages,
+            scheduler=settings.scheduler if executor is None else None,
+        )
+        try:
+            result = run_queued(run_id, options)
+        finally:
+            if executor is not None:
+                executor.shutdown()
     except KeyboardInterrupt:
         return 130
-
-
-def _run(args: argparse.Namespace) -> int:
-    from headwater.api.running import resume
-    from headwater.engine.options import RunOptions
-    from headwater.engine.runner import execute
-    from headwater.errors import UserError
-    from headwater.metadata import open_store
-    from headwater.metadata.reconcile import mark_dead_runs
-    from headwater.server.runs import pipeline_of
-    from headwater.server.store import KfpStore
-
-    kfp = KfpStore(args.metadata_url)
-    record = kfp.run(args.run_id)
-    options = RunOptions.build(
-        executor=args.executor,
-        metadata=args.metadata_url,
-        install_packages=not args.no_install_packages,
-        scheduler=args.scheduler,
-    )
-    store = open_store(args.metadata_url)
-    try:
-        if store.get_run(args.run_id) is not None:
-            mark_dead_runs(store)  # the worker that ran it before may have been killed
-            result = resume(args.run_id, options=options)
-        else:
-            ir, arguments, root = pipeline_of(kfp, record)
-            result = execute(
-                ir,
-                arguments,
-                dataclasses.replace(options, pipeline_root=root or None),
-                new_run_id=args.run_id,
-            )
+    except RunClaimedError as exc:
+        print(f"headwater: {exc}", file=sys.stderr)
+        return 3
     except UserError as exc:
-        kfp.update_run(args.run_id, error=str(exc))
         print(f"headwater: error: {exc}", file=sys.stderr)
         return 2
+    print(f"headwater: run {run_id} {result.state}", file=sys.stderr)
     return 0 if result.state == "SUCCEEDED" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one queued run in this process; see the module docstring."""
+    parser = WorkerSettings.parser("headwater.server.worker")
+    parser.add_argument("run_id")
+    args = parser.parse_args(argv)
+    return run_one(args.run_id, WorkerSettings.of(args))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ here is imported by `import headwater`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -23,8 +23,9 @@ def create_app(
     token: str | None = None,
     *,
     allowed_hosts: Iterable[str] = (),
+    **options: Any,
 ) -> FastAPI:
-    """The UI's ASGI app; see `headwater.ui.app.create_app`."""
+    """The UI's ASGI app; see `headwater.ui.app.create_app` (which takes `options` too)."""
     from headwater.ui.app import create_app as build
 
-    return build(metadata_url=metadata_url, token=token, allowed_hosts=allowed_hosts)
+    return build(metadata_url=metadata_url, token=token, allowed_hosts=allowed_hosts, **options)

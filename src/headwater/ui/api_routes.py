@@ -1,17 +1,18 @@
-"""The JSON API under `/api/v1`: runs (list, show, graph, start, delete), tasks' logs,
-artifacts with previews and profiler traces, lineage, comparison, and the model registry
-(list, change a version's stage)."""
+"""The JSON API under `/api/v1`: runs (list, show, graph, start, terminate, retry, delete), tasks'
+logs, artifacts with previews, downloads and profiler traces, lineage, comparison, and the model
+registry (list, change a version's stage). Experiments, pipelines and recurring runs are in
+`catalog_routes`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import FileResponse, PlainTextResponse
+from fastapi.responses import FileResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
-from headwater.api.runs import delete_run
 from headwater.ui import data
+from headwater.ui.control import RunControl
 from headwater.ui.groups import ITERATIONS_SHOWN
 
 router = APIRouter(tags=["api"])
@@ -30,8 +31,10 @@ def list_runs(
     pipeline: str | None = None,
     state: str | None = None,
     q: str | None = Query(
-        None, description="a run id prefix, or part of the pipeline name or state (any case)"
+        None, description="a run id prefix, or part of the pipeline name, run name or state"
     ),
+    experiment: str | None = Query(None, description="only runs of this experiment (its id)"),
+    recurring_run: str | None = Query(None, description="only runs this recurring run made"),
 ) -> dict[str, Any]:
     """Runs with run_id, pipeline, state, times, duration_s, metrics, `executor` (the
     executors its tasks ran on), `cached` (every task a cache hit) and `tasks`; `next_offset`
@@ -39,8 +42,9 @@ def list_runs(
     of the page, `columns` the metrics its table shows by default (one pipeline: all of its
     own; several: those every one of them logs, at most 4)."""
     return data.runs_page(
-        metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q
-    )
+        metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q,
+        experiment_id=experiment, recurring_run_id=recurring_run,
+    )  # fmt: skip
 
 
 class PipelineSource(BaseModel):
@@ -65,9 +69,14 @@ class PipelineSource(BaseModel):
 
 
 class RunRequest(PipelineSource):
-    """A pipeline and the values of its parameters (defaults fill the rest)."""
+    """A pipeline (a file, or with `headwater server` an uploaded version) and the values of
+    its parameters (defaults fill the rest); with `headwater server`, the run's name and
+    experiment too."""
 
     parameters: dict[str, Any] = Field(default_factory=dict)
+    pipeline_version_id: str | None = Field(None, description="an uploaded pipeline version")
+    display_name: str = Field("", description="the run's name (default: pipeline and time)")
+    experiment_id: str = Field("", description="its experiment (default: Default)")
 
 
 @router.post("/pipelines", summary="A pipeline's parameters (uploads are saved)")
@@ -81,15 +90,38 @@ def pipeline_parameters(source: PipelineSource) -> dict[str, Any]:
 
 @router.post("/runs", summary="Start a run")
 def start_run(request: Request, body: RunRequest) -> dict[str, Any]:
-    """Start the pipeline with these parameters in the background: `{"run_id", "url"}` once
-    the run is recorded. A bad pipeline or parameter is a 400 and nothing runs."""
-    from headwater.ui.launch import launch
+    """Start the pipeline with these parameters: `{"run_id", "url"}` once the run is recorded
+    (with `headwater server`, queued like every run it takes). A bad pipeline or parameter is
+    a 400 and nothing runs."""
+    from headwater.spec.loader import load_pipeline
 
-    run_id = launch(
-        body.resolved(), body.parameters, pipeline_name=body.pipeline_name,
-        metadata=_store(request),
-    )  # fmt: skip
+    runs: RunControl = request.app.state.runs
+    ir = None
+    if not body.pipeline_version_id:
+        ir = load_pipeline(body.resolved(), pipeline_name=body.pipeline_name)
+    run_id = runs.start(
+        ir=ir,
+        version_id=body.pipeline_version_id or "",
+        arguments=body.parameters,
+        display_name=body.display_name,
+        experiment_id=body.experiment_id,
+    )
     return {"run_id": run_id, "url": f"/runs/{run_id}"}
+
+
+@router.post("/runs/{run_id}/terminate", summary="Stop a queued or running run")
+def terminate_run(request: Request, run_id: str) -> dict[str, Any]:
+    """The run is CANCELED (at once if it waits in the queue); 409 if it has ended."""
+    request.app.state.runs.terminate(run_id)
+    return {"run_id": run_id}
+
+
+@router.post("/runs/{run_id}/retry", summary="Run a failed or canceled run again")
+def retry_run(request: Request, run_id: str) -> dict[str, Any]:
+    """The run is queued again and resumed, reusing every task that succeeded; 409 unless it
+    is FAILED, CANCELED or INTERRUPTED."""
+    request.app.state.runs.retry(run_id)
+    return {"run_id": run_id}
 
 
 _ITERATIONS = Query(
@@ -142,8 +174,10 @@ def get_trials(request: Request, run_id: str) -> dict[str, Any]:
 
 @router.delete("/runs/{run_id}", summary="Delete a run")
 def remove_run(request: Request, run_id: str) -> dict[str, Any]:
-    """Delete the run, its tasks and logs, and the artifacts no other run uses."""
-    return delete_run(run_id, metadata=_store(request)).to_json()
+    """Delete the run, its tasks and logs, and the artifacts no other run uses; 409 while it
+    is queued or running."""
+    request.app.state.runs.delete(run_id)
+    return {"run_id": run_id}
 
 
 @router.get(
@@ -189,6 +223,34 @@ def artifact_trace(request: Request, artifact_id: int, name: str) -> Any:
         filename=name.rsplit("/", 1)[-1],
         content_disposition_type="attachment",
     )
+
+
+@router.get(
+    "/artifacts/{artifact_id}/download",
+    summary="An artifact's content: a file as itself, a folder as a .tar.gz",
+    response_class=Response,
+)
+def download_artifact(request: Request, artifact_id: int) -> Any:
+    """The artifact's bytes as an attachment. Only an artifact inside an artifact store its
+    run wrote to is served (404 otherwise), at most `HEADWATER_ARTIFACT_READ_LIMIT` bytes
+    (400 over it); an S3 or GCS artifact is read through its store."""
+    from headwater.api.exports import export_artifact
+
+    export = export_artifact(artifact_id, metadata=_store(request))
+    return Response(
+        export.data,
+        media_type=export.media_type,
+        headers={"Content-Disposition": _attachment(export.filename)},
+    )
+
+
+def _attachment(filename: str) -> str:
+    from urllib.parse import quote
+
+    plain = "".join(
+        c if c.isascii() and c.isprintable() and c not in '"\\' else "_" for c in filename
+    )
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(filename)}"
 
 
 @router.get("/artifacts/{ref:path}", summary="An artifact with a preview")

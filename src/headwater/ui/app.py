@@ -16,17 +16,23 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headwater.errors import HeadwaterError, NotFoundError, UserError
+from headwater.errors import ConflictError, HeadwaterError, NotFoundError, UserError
 from headwater.security import BrowserGuard, TokenAuth, allowed_host
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     from fastapi import FastAPI, Request
     from starlette.responses import Response
     from starlette.types import Scope
 
-__all__ = ["COOKIE", "SECURITY_HEADERS", "STATIC", "create_app"]
+__all__ = ["COOKIE", "SECURITY_HEADERS", "STATIC", "create_app", "error_response", "status_of"]
+
+if TYPE_CHECKING:
+    from headwater.ui.control import RunControl
+
+    #: An API's error body: (HTTP status, message) -> the JSON it answers.
+    ErrorBody = Callable[[int, str], dict[str, Any]]
 
 COOKIE = "headwater_token"
 #: On every response. The policy lets pages load only this server's own scripts, styles and
@@ -48,6 +54,9 @@ def create_app(
     token: str | None = None,
     *,
     allowed_hosts: Iterable[str] = (),
+    runs: RunControl | None = None,
+    api_prefixes: Mapping[str, ErrorBody] | None = None,
+    uploads: Iterable[str] = (),
 ) -> FastAPI:
     """The dashboard and its API over the metadata store at `metadata_url`.
 
@@ -56,6 +65,12 @@ def create_app(
         token: If given, every request must present it (see the module docstring).
         allowed_hosts: `Host` names answered to besides loopback's (`--allow-host`; `"*"`
             for any; see `headwater.security.hosts_for_bind` for a server beyond loopback).
+        runs: What starts, stops, retries and deletes runs (`headwater server` passes its
+            queue's operations); None: `LocalRuns`, runs started in this process.
+        api_prefixes: Other JSON APIs mounted on the app (path prefix -> their error body,
+            `(status, message) -> dict`): they take JSON only, and the guards' refusals
+            are answered in their form.
+        uploads: Paths of those that also take a multipart file upload.
 
     Raises:
         MissingDependencyError: The `ui` extra is not installed.
@@ -79,8 +94,12 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
+    from headwater.ui.control import LocalRuns
+
     app.state.metadata_url = metadata_url
     app.state.token = token
+    app.state.runs = runs if runs is not None else LocalRuns(metadata_url)
+    app.state.api_prefixes = dict(api_prefixes or {})
     app.include_router(api_routes.router, prefix="/api/v1")
     app.include_router(page_routes.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -88,7 +107,11 @@ def create_app(
     if token is not None:
         app.add_middleware(TokenAuth, token=token, refuse=_refuse, cookie=COOKIE)
     app.add_middleware(
-        BrowserGuard, refuse=_guard_refusal, allowed_hosts=hosts, json_only=("/api/",)
+        BrowserGuard,
+        refuse=_guard_refusal,
+        allowed_hosts=hosts,
+        json_only=("/api/", *app.state.api_prefixes),
+        uploads=uploads,
     )
 
     @app.middleware("http")  # added after the guards: outside them, so on refusals too
@@ -99,8 +122,7 @@ def create_app(
 
     @app.exception_handler(HeadwaterError)
     async def headwater_error(request: Request, exc: HeadwaterError) -> Response:
-        code = 404 if isinstance(exc, NotFoundError) else 400 if isinstance(exc, UserError) else 500
-        return error_response(request, code, str(exc))
+        return error_response(request, status_of(exc), str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> Response:
@@ -122,14 +144,23 @@ def create_app(
     return app
 
 
+def status_of(exc: HeadwaterError) -> int:
+    """The HTTP status of one of our errors: 404 not found, 409 a conflict, 400 another user
+    error, 500 ours."""
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, ConflictError):
+        return 409
+    return 400 if isinstance(exc, UserError) else 500
+
+
 def error_response(request: Request, code: int, message: str) -> Response:
     """`{"error": message}` for the API; a small escaped HTML page for pages."""
     from starlette.responses import HTMLResponse, JSONResponse
 
-    if request.url.path.startswith("/apis/"):
-        # KFP's API (`headwater server`): a google.rpc.Status, which `kfp.Client` reads.
-        grpc = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 415: 3, 501: 12}.get(code, 13)
-        return JSONResponse({"code": grpc, "message": message, "details": []}, status_code=code)
+    for prefix, body in getattr(request.app.state, "api_prefixes", {}).items():
+        if request.url.path.startswith(prefix):  # another API's own error form (KFP's)
+            return JSONResponse(body(code, message), status_code=code)
     if request.url.path.startswith("/api/"):
         return JSONResponse({"error": message}, status_code=code)
     from headwater.ui.page_routes import render

@@ -42,9 +42,11 @@ def runs_page(
     pipeline: str | None = None,
     state: str | None = None,
     q: str | None = None,
+    experiment_id: str | None = None,
+    recurring_run_id: str | None = None,
 ) -> dict[str, Any]:
     """A page of runs, newest first: `{"runs", "limit", "offset", "next_offset", "pipelines",
-    "metrics", "columns"}`.
+    "metrics", "columns"}`, of one experiment or recurring run when given.
 
     Each run has `duration_s`, `cached` (every task a cache hit), `executor` and `tasks` (see
     `headwater.ui.tables.task_summary`). `metrics` is every metric the page's runs logged,
@@ -69,6 +71,8 @@ def runs_page(
                 limit=limit + 1,
                 offset=offset,
                 text=q,
+                experiment_id=experiment_id or None,
+                recurring_run_id=recurring_run_id or None,
                 metadata=store,
             )
             counts = store.task_counts([r.run_id for r in found[:limit]])

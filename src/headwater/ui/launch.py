@@ -1,4 +1,5 @@
-"""Starting a run from the UI: find the pipeline, read its parameters, launch it in a thread.
+"""Starting a run from the UI: find the pipeline, read its parameters, and (`headwater ui` on its
+own: `control.LocalRuns`) launch it in a thread; `headwater server` queues it instead.
 
 A pipeline is a path on the server's machine (.py, .yaml, .yml or .json) or uploaded content,
 which is saved under `$HEADWATER_HOME/ui-uploads` by digest (so uploading the same file twice
@@ -12,11 +13,14 @@ import hashlib
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import InvalidArgumentError, NotFoundError, UserError
 
-__all__ = ["launch", "pipeline_form", "save_upload"]
+if TYPE_CHECKING:
+    from headwater.spec.ir import PipelineIR
+
+__all__ = ["form_of", "launch", "pipeline_form", "save_upload"]
 
 SUFFIXES = (".py", ".yaml", ".yml", ".json")
 
@@ -67,7 +71,11 @@ def pipeline_form(path: str, *, pipeline_name: str | None = None) -> dict[str, A
     """
     from headwater.spec.loader import load_pipeline
 
-    ir = load_pipeline(path, pipeline_name=pipeline_name)
+    return {"path": path, **form_of(load_pipeline(path, pipeline_name=pipeline_name))}
+
+
+def form_of(ir: PipelineIR) -> dict[str, Any]:
+    """`{"pipeline", "parameters"}` of `pipeline_form`, for a loaded pipeline."""
     fields = [
         {
             "name": p.name,
@@ -78,7 +86,7 @@ def pipeline_form(path: str, *, pipeline_name: str | None = None) -> dict[str, A
         }
         for p in ir.root.interface.input_parameters.values()
     ]
-    return {"path": path, "pipeline": ir.name, "parameters": fields}
+    return {"pipeline": ir.name, "parameters": fields}
 
 
 def _declared(default: Any, parameter_type: str, name: str) -> Any:
@@ -97,7 +105,7 @@ def _declared(default: Any, parameter_type: str, name: str) -> Any:
 
 
 def launch(
-    path: str,
+    pipeline: str | PipelineIR,
     arguments: dict[str, Any],
     *,
     pipeline_name: str | None = None,
@@ -125,7 +133,7 @@ def launch(
     def go() -> None:
         try:
             headwater.run(
-                path,
+                pipeline,
                 arguments,
                 pipeline_name=pipeline_name,
                 metadata=metadata,
@@ -136,7 +144,8 @@ def launch(
         finally:
             started.set()
 
-    threading.Thread(target=go, name=f"headwater-ui-run-{Path(path).name}", daemon=True).start()
+    label = Path(pipeline).name if isinstance(pipeline, str) else pipeline.name
+    threading.Thread(target=go, name=f"headwater-ui-run-{label}", daemon=True).start()
     started.wait()
     run_id: str | None = outcome.get("run_id")
     if run_id is None:

@@ -248,7 +248,7 @@ def test_tables_that_are_not_ours_are_refused(tmp_path: Path) -> None:
 
 def test_delete_run(seeded: Callable[..., Seeded]) -> None:
     made = seeded()
-    with pytest.raises(UserError, match="still running"):
+    with pytest.raises(UserError, match=r"RUNNING .*terminate it"):
         headwater.delete_run("abroad")
     # A dead engine's run is INTERRUPTED, so it can be deleted.
     deleted = headwater.delete_run("dead")

@@ -31,7 +31,9 @@ from headwater.metadata.base import StepSeriesRecord
 from headwater.metadata.lite import SqliteWriter
 from headwater.metadata.recorder import RunStores, open_run_stores
 
-TABLES = ("pipelines", "runs", "executions", "artifacts", "events", "metrics", "step_metrics")
+TABLES = (
+    "pipeline_versions", "runs", "executions", "artifacts", "events", "metrics", "step_metrics",
+)  # fmt: skip
 IR = {"pipelineInfo": {"name": "p"}, "root": {"dag": {"tasks": {}}}, "n": [1, 2.5, None]}
 
 
@@ -47,8 +49,13 @@ def _stores(tmp_path: Path) -> tuple[SqlMetadataStore, SqliteWriter, Path, Path]
 
 
 def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row, a version's random id replaced by its place (each writer draws its own)."""
     with sqlite3.connect(path) as conn:
-        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in TABLES}
+        rows = {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in TABLES}
+    place = {row[0]: f"version {i}" for i, row in enumerate(rows["pipeline_versions"])}
+    rows["pipeline_versions"] = [(place[r[0]], *r[1:]) for r in rows["pipeline_versions"]]
+    rows["runs"] = [(r[0], place.get(r[1], r[1]), *r[2:]) for r in rows["runs"]]
+    return rows
 
 
 def _writes(store: Any) -> list[Any]:

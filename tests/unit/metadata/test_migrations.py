@@ -17,6 +17,7 @@ from headwater.metadata.sql import SqlMetadataStore
 
 TABLES = {
     "pipelines",
+    "pipeline_versions",
     "runs",
     "executions",
     "artifacts",
@@ -25,11 +26,8 @@ TABLES = {
     "step_metrics",
     "models",
     "endpoints",
-    "kfp_experiments",
-    "kfp_pipelines",
-    "kfp_pipeline_versions",
-    "kfp_runs",
-    "kfp_recurring_runs",
+    "experiments",
+    "recurring_runs",
     "alembic_version",
 }
 

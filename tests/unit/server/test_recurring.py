@@ -1,46 +1,74 @@
 """The scheduler's firing rule, on a real store (no worker is started: `_fire` only queues)."""
 
-from __future__ import annotations
-
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+import yaml
+from kfp import compiler, dsl
 
+from headwater.metadata.base import ExperimentRecord, RecurringRunRecord, VersionRecord
+from headwater.metadata.encoding import ir_digest
+from headwater.metadata.sql import SqlMetadataStore
+from headwater.server.operations import RunOperations
 from headwater.server.queue import QueueSettings, RunQueue
-from headwater.server.store import KfpStore
-
-SPEC = {"pipelineInfo": {"name": "p"}, "root": {}}
 
 
-def recurring(store: KfpStore, *, no_catchup: bool, next_fire_at: float, limit: int = 10) -> str:
-    exp = store.create_experiment("e", "", "")
-    row = store.create_recurring_run(
-        {
-            "experiment_id": exp["experiment_id"],
-            "namespace": "",
-            "display_name": "r",
-            "description": "",
-            "pipeline_spec": SPEC,
-            "pipeline_id": None,
-            "pipeline_version_id": None,
-            "runtime_config": {},
-            "trigger": {"periodic_schedule": {"interval_second": "10"}},
-            "max_concurrency": limit,
-            "no_catchup": int(no_catchup),
-            "status": "ENABLED",
-            "next_fire_at": next_fire_at,
-        }
+@dsl.component(base_image="python:3.11")
+def echo(x: int) -> int:
+    return x
+
+
+@dsl.pipeline(name="tick")
+def tick(x: int = 1) -> None:
+    echo(x=x)
+
+
+def recurring(
+    store: SqlMetadataStore, ir: dict, *, no_catchup: bool, next_fire_at: float, limit: int = 10
+) -> str:
+    exp = store.create_experiment(ExperimentRecord(str(uuid.uuid4()), "e", created_at=1.0))
+    version = store.create_version(
+        VersionRecord(str(uuid.uuid4()), None, "tick", ir_digest(ir), ir=ir, created_at=1.0)
     )
-    return str(row["recurring_run_id"])
+    row = store.create_recurring_run(
+        RecurringRunRecord(
+            recurring_run_id=str(uuid.uuid4()),
+            display_name="r",
+            pipeline_version_id=version.pipeline_version_id,
+            trigger={"periodic_schedule": {"interval_second": "10"}},
+            runtime_config={"parameters": {"x": 2}},
+            experiment_id=exp.experiment_id,
+            max_concurrency=limit,
+            no_catchup=no_catchup,
+            next_fire_at=next_fire_at,
+            created_at=1.0,
+            updated_at=1.0,
+        )
+    )
+    return row.recurring_run_id
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> KfpStore:
-    return KfpStore(f"sqlite:///{tmp_path / 'md.db'}")
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SqlMetadataStore:
+    monkeypatch.setenv("HEADWATER_HOME", str(tmp_path / "home"))
+    return SqlMetadataStore(f"sqlite:///{tmp_path / 'md.db'}")
 
 
-def fired(store: KfpStore) -> list[float]:
-    return sorted(r["scheduled_at"] for r in store.runs_in(("PENDING",)))
+@pytest.fixture(scope="module")
+def ir(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    path = tmp_path_factory.mktemp("ir") / "tick.yaml"
+    compiler.Compiler().compile(tick, str(path))
+    return dict(yaml.safe_load(path.read_text()))
+
+
+def queue_over(store: SqlMetadataStore) -> RunQueue:
+    return RunQueue(store, RunOperations(store), QueueSettings(metadata_url="unused"))
+
+
+def fired(store: SqlMetadataStore) -> list[float]:
+    return sorted(r.scheduled_at or 0 for r in store.queue_runs(states=("QUEUED",)))
 
 
 @pytest.mark.parametrize(
@@ -49,22 +77,27 @@ def fired(store: KfpStore) -> list[float]:
     ids=["catchup", "no-catchup"],
 )
 def test_after_downtime_missed_times_fire_unless_no_catchup(
-    store: KfpStore, no_catchup: bool, expected: list[float], following: float
+    store: SqlMetadataStore, ir: dict, no_catchup: bool, expected: list[float], following: float
 ) -> None:
-    queue = RunQueue(store, QueueSettings(metadata_url="unused"))
-    rid = recurring(store, no_catchup=no_catchup, next_fire_at=1000.0)
+    queue = queue_over(store)
+    rid = recurring(store, ir, no_catchup=no_catchup, next_fire_at=1000.0)
     for _ in range(6):  # the server was down from 1000 to 1035
         queue._fire(1035.0)
     assert fired(store) == [1000.0 + t for t in expected]
-    assert store.recurring_run(rid)["next_fire_at"] == following
+    found = store.get_recurring_run(rid)
+    assert found is not None and found.next_fire_at == following
+    runs = store.list_runs(recurring_run_id=rid)
+    assert {(r.parameters["x"], r.experiment, r.state) for r in runs} == {(2, "e", "QUEUED")}
 
 
-def test_max_concurrency_holds_the_next_time_back(store: KfpStore) -> None:
-    queue = RunQueue(store, QueueSettings(metadata_url="unused"))
-    rid = recurring(store, no_catchup=False, next_fire_at=1000.0, limit=1)
+def test_max_concurrency_holds_the_next_time_back(store: SqlMetadataStore, ir: dict) -> None:
+    queue = queue_over(store)
+    rid = recurring(store, ir, no_catchup=False, next_fire_at=1000.0, limit=1)
     queue._fire(1035.0)
     queue._fire(1035.0)
     assert fired(store) == [1000.0]  # one queued: the next waits for it
-    store.update_run(store.runs_in(("PENDING",))[0]["run_id"], state="SUCCEEDED")
+    [run] = store.queue_runs(states=("QUEUED",))
+    store.transition_run(run.run_id, source=("QUEUED",), to="SUCCEEDED", finished_at=time.time())
     queue._fire(1035.0)
-    assert store.recurring_run(rid)["next_fire_at"] == 1020.0
+    found = store.get_recurring_run(rid)
+    assert found is not None and found.next_fire_at == 1020.0

@@ -18,6 +18,7 @@ review the generated file (name it `vNNNN_<slug>.py`) and set `SCHEMA_HEAD` in
 from __future__ import annotations
 
 import contextlib
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,6 +86,30 @@ def upgrade(engine: Engine, *, lock_path: Path | None = None) -> None:
 
 
 def _upgrade_on(conn: Connection) -> None:
+    # A revision may rebuild a table that others refer to (SQLite's only way to change most
+    # of a table): with foreign keys on, dropping the old copy would delete or refuse the rows
+    # that refer to it. SQLite's own recipe turns them off around the change and checks them
+    # after; the pragma takes effect only outside a transaction, so it goes to the driver's
+    # connection directly (SQLAlchemy would begin one first).
+    raw = conn.connection.dbapi_connection if conn.dialect.name == "sqlite" else None
+    if raw is not None:
+        raw.execute("PRAGMA foreign_keys = OFF")
+    try:
+        _migrate(conn)
+    finally:
+        if raw is not None:
+            raw.execute("PRAGMA foreign_keys = ON")
+    if raw is not None:
+        broken = raw.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:  # never by a revision of ours; said once, the data is left as it is
+            logging.getLogger(__name__).warning(
+                "metadata store: %d rows refer to records that do not exist (first: %s)",
+                len(broken),
+                broken[0],
+            )
+
+
+def _migrate(conn: Connection) -> None:
     with conn.begin():
         if current_revision(conn) is None and not inspect(conn).get_table_names():
             # A new database: create the head schema directly and stamp it, as Alembic's

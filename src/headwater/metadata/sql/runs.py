@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     bindparam,
+    case,
     delete,
     exists,
     func,
@@ -18,15 +19,16 @@ from sqlalchemy import (
 )
 
 from headwater.errors import NotFoundError, RunClaimedError, UserError
-from headwater.metadata.base import ExecutionRecord, RunRecord, TaskCounts
-from headwater.metadata.encoding import ir_digest
+from headwater.metadata.base import ACTIVE_RUN_STATES, ExecutionRecord, RunRecord, TaskCounts
 from headwater.metadata.lite_sql import EXECUTION_FIELDS
 from headwater.metadata.queries import (
     chunks,
     execution_record,
     resolve_run_id,
+    run_row,
     scalars,
     select_runs,
+    unuploaded_version,
 )
 from headwater.metadata.reconcile import INTERRUPTED_TASK_ERROR
 from headwater.metadata.schema import (
@@ -36,7 +38,7 @@ from headwater.metadata.schema import (
     EXECUTIONS,
     METRICS,
     MODELS,
-    PIPELINES,
+    PIPELINE_VERSIONS,
     RUNS,
     STEP_METRICS,
 )
@@ -47,14 +49,14 @@ class RunRecords(SqlStoreBase):
     """The runs and executions of `SqlMetadataStore` (see `MetadataStore`)."""
 
     def create_run(self, run: RunRecord, *, ir: dict[str, Any]) -> None:
-        """Record a new run and its pipeline version (found or added by name and digest).
+        """Record a new run and its version (see `MetadataStore.create_run`).
 
         An empty `run.pipeline_version` is replaced by the SHA-256 of the canonical IR.
 
         Raises:
             UserError: A run with this id exists already (resume it with `claim_run`).
+            NotFoundError: `run.pipeline_version_id` names no version.
         """
-        version = run.pipeline_version or ir_digest(ir)
         now = run.created_at or time.time()
 
         def write(conn: Connection) -> None:
@@ -63,62 +65,64 @@ class RunRecords(SqlStoreBase):
                     f"run id {run.run_id!r} is taken by an earlier run: choose another id, "
                     "or resume that run"
                 )
-            pipeline_id = conn.execute(
-                select(PIPELINES.c.id).where(
-                    PIPELINES.c.name == run.pipeline, PIPELINES.c.version == version
-                )
-            ).scalar()
-            if pipeline_id is None:
-                pipeline_id = conn.execute(
-                    insert(PIPELINES)
-                    .values(name=run.pipeline, version=version, ir=ir, created_at=now)
-                    .returning(PIPELINES.c.id)
-                ).scalar_one()
-            conn.execute(
-                insert(RUNS).values(
-                    run_id=run.run_id,
-                    pipeline_id=pipeline_id,
-                    state=run.state or "RUNNING",
-                    parameters=run.parameters,
-                    pipeline_root=run.pipeline_root,
-                    created_at=now,
-                    finished_at=run.finished_at,
-                    outputs=run.outputs,
-                    error=run.error,
-                    engine_host=run.engine_host,
-                    engine_pid=run.engine_pid,
-                )
-            )
+            version = run.pipeline_version_id
+            if version:
+                found = conn.execute(
+                    select(PIPELINE_VERSIONS.c.pipeline_version_id).where(
+                        PIPELINE_VERSIONS.c.pipeline_version_id == version
+                    )
+                ).first()
+                if found is None:
+                    raise NotFoundError(f"no pipeline version {version!r}")
+            else:
+                version = unuploaded_version(conn, run.pipeline, run.pipeline_version, ir, now)
+            conn.execute(insert(RUNS).values(**run_row(run, version, now)))
 
         self._db.transaction(write, write=True)
 
-    def claim_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> RunRecord:
-        """Take a FAILED or INTERRUPTED run for a new engine with one conditional UPDATE.
+    def claim_run(
+        self,
+        run_id: str,
+        *,
+        engine_host: str,
+        engine_pid: int,
+        engine_started: str = "",
+        queued: bool = False,
+    ) -> RunRecord:
+        """Take a run for an engine with one conditional UPDATE (`MetadataStore.claim_run`).
 
-        `UPDATE runs SET state='RUNNING', ... WHERE run_id=? AND state IN ('FAILED',
-        'INTERRUPTED')` claims the run only if it is still claimable when the database applies
-        it: SQLite runs write transactions one at a time (`BEGIN IMMEDIATE`), and PostgreSQL
-        re-checks the condition on the row a concurrent claim just committed, so exactly one
-        of several engines updates one row. The others read who holds it, in the same
-        transaction.
+        `UPDATE runs SET state='RUNNING', ... WHERE run_id=? AND state IN (...)` claims the
+        run only if it is still claimable when the database applies it: SQLite runs write
+        transactions one at a time (`BEGIN IMMEDIATE`), and PostgreSQL re-checks the condition
+        on the row a concurrent claim just committed, so exactly one of several engines
+        updates one row. The others read who holds it, in the same transaction.
 
         Raises:
             NotFoundError: No run has this id.
-            RunClaimedError: Another engine runs it (the message names it as pid@host).
+            RunClaimedError: Another engine runs it (the message names it as pid@host), or it
+                left the queue (canceled, or taken by another worker).
             UserError: The run already SUCCEEDED.
         """
+        values: dict[str, Any] = {
+            "state": "RUNNING",
+            "finished_at": None,
+            "error": None,
+            "engine_host": engine_host,
+            "engine_pid": engine_pid,
+            "engine_started": engine_started,
+        }
+        if queued:
+            values["starts"] = RUNS.c.starts + 1
+            values["scheduled_at"] = func.coalesce(RUNS.c.scheduled_at, time.time())
 
         def write(conn: Connection) -> RunRecord:
             claimed = conn.execute(
                 update(RUNS)
-                .where(RUNS.c.run_id == run_id, RUNS.c.state.in_(_CLAIMABLE))
-                .values(
-                    state="RUNNING",
-                    finished_at=None,
-                    error=None,
-                    engine_host=engine_host,
-                    engine_pid=engine_pid,
+                .where(
+                    RUNS.c.run_id == run_id,
+                    RUNS.c.state.in_(("QUEUED",) if queued else _CLAIMABLE),
                 )
+                .values(**values)
             )
             runs = select_runs(conn, RUNS.c.run_id == run_id)
             if not runs:
@@ -128,6 +132,11 @@ class RunRecords(SqlStoreBase):
                 return run
             if run.state == "SUCCEEDED":
                 raise UserError(f"run {run_id} already succeeded: there is nothing to resume")
+            if run.state in ("QUEUED", "CANCELED", "FAILED") or not run.engine_pid:
+                raise RunClaimedError(
+                    f"run {run_id} is {run.state}: "
+                    + ("it waits in the queue" if run.state == "QUEUED" else "not in the queue")
+                )
             raise RunClaimedError(
                 f"run {run_id} is already being run by engine {run.engine_pid}@"
                 f"{run.engine_host} ({run.state}): wait for it to finish, or stop that engine "
@@ -145,16 +154,22 @@ class RunRecords(SqlStoreBase):
         error: dict[str, Any] | None,
         finished_at: float,
     ) -> None:
-        """Set a run's final state, outputs and error.
+        """Set a run's final state, outputs and error (a CANCELING run that did not succeed
+        is CANCELED: `MetadataStore.finish_run`).
 
         Raises:
             NotFoundError: No run has this id.
         """
-        self._update_run(run_id, state=state, outputs=outputs, error=error, finished_at=finished_at)
+        ended: Any = state
+        if state != "SUCCEEDED":
+            ended = case((RUNS.c.state == "CANCELING", "CANCELED"), else_=state)
 
-    def _update_run(self, run_id: str, **values: Any) -> None:
         def write(conn: Connection) -> None:
-            done = conn.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(**values))
+            done = conn.execute(
+                update(RUNS)
+                .where(RUNS.c.run_id == run_id)
+                .values(state=ended, outputs=outputs, error=error, finished_at=finished_at)
+            )
             if done.rowcount == 0:
                 raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
 
@@ -184,8 +199,8 @@ class RunRecords(SqlStoreBase):
             if full is None:
                 return None
             query = (
-                select(PIPELINES.c.ir)
-                .join(RUNS, RUNS.c.pipeline_id == PIPELINES.c.id)
+                select(PIPELINE_VERSIONS.c.ir)
+                .join(RUNS, RUNS.c.pipeline_version_id == PIPELINE_VERSIONS.c.pipeline_version_id)
                 .where(RUNS.c.run_id == full)
             )
             ir = conn.execute(query).scalar()
@@ -201,21 +216,28 @@ class RunRecords(SqlStoreBase):
         limit: int | None = None,
         offset: int = 0,
         text: str | None = None,
+        experiment_id: str | None = None,
+        recurring_run_id: str | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first, with their metrics; filtered by pipeline name, state and
-        `text` (an id prefix, or part of the pipeline name or state, any case), the first
-        `offset` skipped."""
+        """Runs, newest first, with their metrics; filtered by pipeline name, state,
+        experiment, recurring run and `text` (an id prefix, or part of the pipeline name, the
+        run's name or its state, any case), the first `offset` skipped."""
         where = []
         if pipeline is not None:
-            where.append(PIPELINES.c.name == pipeline)
+            where.append(PIPELINE_VERSIONS.c.name == pipeline)
         if state is not None:
             where.append(RUNS.c.state == state)
+        if experiment_id is not None:
+            where.append(RUNS.c.experiment_id == experiment_id)
+        if recurring_run_id is not None:
+            where.append(RUNS.c.recurring_run_id == recurring_run_id)
         if text:
             # ILIKE on PostgreSQL, lower() LIKE lower() on SQLite: the same on both.
             where.append(
                 or_(
                     RUNS.c.run_id.istartswith(text, autoescape=True),
-                    PIPELINES.c.name.icontains(text, autoescape=True),
+                    PIPELINE_VERSIONS.c.name.icontains(text, autoescape=True),
+                    RUNS.c.display_name.icontains(text, autoescape=True),
                     RUNS.c.state.icontains(text, autoescape=True),
                 )
             )
@@ -224,8 +246,10 @@ class RunRecords(SqlStoreBase):
         )
 
     def running_runs(self) -> list[RunRecord]:
-        """Runs still marked RUNNING, newest first."""
-        return self._db.transaction(lambda conn: select_runs(conn, RUNS.c.state == "RUNNING"))
+        """Runs still marked RUNNING or CANCELING, newest first."""
+        return self._db.transaction(
+            lambda conn: select_runs(conn, RUNS.c.state.in_(ACTIVE_RUN_STATES))
+        )
 
     def delete_run(self, run_id: str) -> list[str]:
         """Delete a run with its executions, events and metrics, and the artifacts only it used.
@@ -308,15 +332,17 @@ class RunRecords(SqlStoreBase):
         Raises:
             NotFoundError: No run has this id.
         """
-        where = [RUNS.c.run_id == run_id, RUNS.c.state == "RUNNING"]
+        where = [RUNS.c.run_id == run_id, RUNS.c.state.in_(ACTIVE_RUN_STATES)]
         if engine_host is not None:
             where.append(RUNS.c.engine_host == engine_host)
         if engine_pid is not None:
             where.append(RUNS.c.engine_pid == engine_pid)
 
         def write(conn: Connection) -> None:
+            # A run being canceled whose engine died is as canceled as it will get.
+            ended = case((RUNS.c.state == "CANCELING", "CANCELED"), else_="INTERRUPTED")
             done = conn.execute(
-                update(RUNS).where(*where).values(state="INTERRUPTED", finished_at=finished_at)
+                update(RUNS).where(*where).values(state=ended, finished_at=finished_at)
             )
             if done.rowcount == 0:
                 if conn.execute(_RUN_EXISTS, {"run_id": run_id}).first() is None:
@@ -446,7 +472,7 @@ _EXECUTION_ID = select(EXECUTIONS.c.id).where(
     EXECUTIONS.c.run_id == bindparam("run_id"), EXECUTIONS.c.task == bindparam("task")
 )
 #: Run states a resume may claim.
-_CLAIMABLE = ("FAILED", "INTERRUPTED")
+_CLAIMABLE = ("FAILED", "INTERRUPTED", "CANCELED")
 _RUN_EXISTS = select(RUNS.c.run_id).where(RUNS.c.run_id == bindparam("run_id"))
 _UPDATE_EXECUTION = (
     update(EXECUTIONS)

@@ -1,0 +1,77 @@
+"""`SqlMetadataStore`'s run queue: the state changes a queue makes, and the runs it holds.
+
+The queue is the `runs` table itself: a run is QUEUED from the moment it is accepted, and
+every change a server makes to it (a worker taking it, a terminate, a retry, a worker found
+dead) is one conditional UPDATE, so that two servers racing cannot both win.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, or_, update
+
+from headwater.errors import InvalidArgumentError, NotFoundError
+from headwater.metadata.base import RunRecord
+from headwater.metadata.queries import run_record, runs_query
+from headwater.metadata.schema import RUNS
+from headwater.metadata.sql.base import SqlStoreBase
+
+#: Columns `update_run` may set: what the run is called and where it is filed, not its state.
+_ATTRIBUTES = ("display_name", "description", "experiment_id", "namespace", "storage_state")
+#: Columns `transition_run` may set beside the state.
+_TRANSITION = ("finished_at", "error", "starts", "engine_host", "engine_pid", "engine_started")
+
+
+class RunQueueRecords(SqlStoreBase):
+    """The queue's writes and reads on `runs` (see `MetadataStore`)."""
+
+    def transition_run(
+        self, run_id: str, *, source: tuple[str, ...], to: str, **values: Any
+    ) -> bool:
+        """Move the run to `to` only while it is in one of `source`; True if it moved.
+
+        Raises:
+            InvalidArgumentError: A value other than those a transition sets.
+        """
+        _check(values, _TRANSITION)
+        stmt = (
+            update(RUNS)
+            .where(RUNS.c.run_id == run_id, RUNS.c.state.in_(source))
+            .values(state=to, **values)
+        )
+        moved = self._db.transaction(lambda conn: conn.execute(stmt).rowcount, write=True)
+        return bool(moved)
+
+    def update_run(self, run_id: str, **values: Any) -> None:
+        """Set a run's name, description, experiment, namespace or storage state.
+
+        Raises:
+            NotFoundError: No run has this id.
+        """
+        _check(values, _ATTRIBUTES)
+        stmt = update(RUNS).where(RUNS.c.run_id == run_id).values(**values)
+
+        def write(conn: Connection) -> None:
+            if conn.execute(stmt).rowcount == 0:
+                raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
+
+        self._db.transaction(write, write=True)
+
+    def queue_runs(self, *, states: tuple[str, ...], limit: int | None = None) -> list[RunRecord]:
+        """Runs in `states` that are QUEUED or were taken from the queue, oldest first."""
+        query = runs_query(
+            RUNS.c.state.in_(states), or_(RUNS.c.state == "QUEUED", RUNS.c.starts > 0)
+        ).order_by(RUNS.c.created_at, RUNS.c.run_id)
+        if limit is not None:
+            query = query.limit(limit)
+
+        return self._db.transaction(lambda conn: [run_record(r) for r in conn.execute(query)])
+
+
+def _check(values: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(values) - set(allowed))
+    if unknown:
+        raise InvalidArgumentError(
+            f"cannot set {', '.join(unknown)} of a run here (settable: {', '.join(allowed)})"
+        )

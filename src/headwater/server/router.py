@@ -1,0 +1,179 @@
+"""KFP's v2beta1 REST API (`/apis/v2beta1/...`): the route table, and the one place that turns
+answers and errors into HTTP.
+
+Hand-written routes over Headwater's records (ADR 61): one table of (method, path pattern,
+handler); a request no row matches answers 501 naming the endpoint. Handlers run on a worker
+thread (the store is synchronous), only parse, call and convert (`server.kfp`), and raise
+Headwater's errors: `NotFoundError` is a 404, `ConflictError` a 409, any other `UserError` a
+400, each with KFP's error body; nothing answers a traceback. The list endpoints are one
+handler over a table of what each lists (`LISTS`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from headwater.errors import ConflictError, NotFoundError, UserError
+from headwater.metadata.base import MetadataStore, Predicate
+from headwater.server.kfp.wire import ListSpec, list_page, next_token, status_body
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from headwater.server.operations import RunOperations
+    from headwater.server.queue import QueueSettings, RunQueue
+
+__all__ = ["PREFIX", "UPLOADS", "ApiError", "Call", "Listing", "ServerState", "handle", "route"]
+
+PREFIX = "/apis/v2beta1"
+#: The routes that take a multipart file upload (every other change takes JSON).
+UPLOADS = (f"{PREFIX}/pipelines/upload", f"{PREFIX}/pipelines/upload_version")
+
+
+@dataclass
+class ServerState:
+    """What the routes work on: the store, the run operations, the queue and its settings."""
+
+    store: MetadataStore
+    runs: RunOperations
+    queue: RunQueue
+    settings: QueueSettings
+
+
+@dataclass
+class Call:
+    """One request, read: path parameters, query, and the body (JSON, or raw bytes)."""
+
+    params: dict[str, str]
+    query: Mapping[str, str]
+    body: Any
+    raw: bytes = b""
+    content_type: str = ""
+
+    def q(self, name: str) -> str:
+        """A query value, "" when absent or empty."""
+        return (self.query.get(name) or "").strip()
+
+
+class ApiError(Exception):
+    """An answer other than 2xx that no Headwater error stands for (an unknown route)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+Handler = Callable[[ServerState, Call], Any]
+_ROUTES: list[tuple[str, re.Pattern[str], Handler]] = []
+
+
+def route(method: str, pattern: str) -> Callable[[Handler], Handler]:
+    """Register a handler for `method` on `pattern` (`{name}` matches one path segment)."""
+    regex = re.compile(
+        "^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/:]+)", pattern.replace(":", r"\:")) + "$"
+    )
+
+    def register(fn: Handler) -> Handler:
+        _ROUTES.append((method, regex, fn))
+        return fn
+
+    return register
+
+
+def _status(exc: Exception) -> int:
+    if isinstance(exc, ApiError):
+        return exc.status
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, ConflictError):
+        return 409
+    return 400
+
+
+async def handle(request: Request) -> Response:
+    """Answer one `/apis/v2beta1/...` request (mounted by `server.app`)."""
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+
+    # The handlers register themselves on import.
+    from headwater.server import resources, run_routes  # noqa: F401
+
+    state: ServerState = request.app.state.kfp
+    path = request.url.path[len(PREFIX) :] or "/"
+    method = request.method
+    matches = [
+        (m, fn) for want, regex, fn in _ROUTES if want == method and (m := regex.match(path))
+    ]
+    if not matches:
+        message = (
+            f"{method} {PREFIX}{path} is not supported by headwater server "
+            "(see docs/server.md for the endpoints it implements)"
+        )
+        return JSONResponse(status_body(501, message), status_code=501)
+    match, fn = matches[0]
+    raw = await request.body()
+    kind = request.headers.get("content-type", "")
+    body: Any = None
+    if raw.strip() and request.url.path not in UPLOADS:
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return JSONResponse(status_body(400, f"the body is not JSON: {exc}"), status_code=400)
+    call = Call(dict(match.groupdict()), request.query_params, body, raw, kind)
+    try:
+        answer = await run_in_threadpool(fn, state, call)
+    except (ApiError, UserError) as exc:
+        status = _status(exc)
+        return JSONResponse(status_body(status, str(exc)), status_code=status)
+    return JSONResponse(answer if answer is not None else {})
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One list endpoint: what it lists and how (see `LISTS`).
+
+    Attributes:
+        path: The route.
+        kind: The store's record kind (`MetadataStore.page`).
+        key: The answer's key for the records.
+        spec: What its query may name.
+        scope: Predicates the path and query add (the namespace, the parent).
+        convert: The page's records as KFP's resources.
+    """
+
+    path: str
+    kind: str
+    key: str
+    spec: ListSpec
+    scope: Callable[[ServerState, Call], tuple[Predicate, ...]]
+    convert: Callable[[ServerState, list[Any]], list[dict[str, Any]]]
+
+
+def register_list(listing: Listing) -> None:
+    """Serve `listing` at GET `listing.path`."""
+
+    def answer(state: ServerState, call: Call) -> dict[str, Any]:
+        page = list_page(call.query, listing.spec, *listing.scope(state, call))
+        records, total = state.store.page(listing.kind, page)
+        doc: dict[str, Any] = {"total_size": total, "next_page_token": next_token(page, total)}
+        if records:
+            doc[listing.key] = listing.convert(state, records)
+        return doc
+
+    route("GET", listing.path)(answer)
+
+
+def scoped(*fields: str) -> Callable[[ServerState, Call], tuple[Predicate, ...]]:
+    """A `Listing.scope` that filters on each of `fields` the query gives (`namespace`,
+    `experiment_id`): equal, when given."""
+
+    def scope(state: ServerState, call: Call) -> tuple[Predicate, ...]:
+        return tuple(Predicate(f, "EQUALS", call.q(f)) for f in fields if call.q(f))
+
+    return scope
