@@ -34,17 +34,17 @@ def server_env(home: Path) -> dict[str, str]:
 
 
 def start_server(
-    home: Path, *args: str, port: int | None = None
+    home: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[Any], str]:
     """`headwater server` on a loopback port, answering; returns (process, base URL).
-    Its stderr goes to `server.log` beside `home`."""
+    Its stderr goes to `server.log` beside `home`; `env` adds to its environment."""
     port = port or free_port()
     home.parent.mkdir(parents=True, exist_ok=True)
     log = home.parent / "server.log"
     with log.open("ab") as err:
         proc = subprocess.Popen(
             [sys.executable, *_QUIET, "-m", "headwater", "server", "--port", str(port), *args],
-            env=server_env(home),
+            env={**server_env(home), **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
@@ -75,8 +75,8 @@ def stop(proc: subprocess.Popen[Any]) -> None:
 
 
 @contextlib.contextmanager
-def running_server(home: Path, *args: str) -> Iterator[str]:
-    proc, base = start_server(home, *args)
+def running_server(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    proc, base = start_server(home, *args, env=env)
     try:
         yield base
     finally:
