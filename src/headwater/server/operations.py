@@ -268,6 +268,25 @@ class RunOperations:
         """
         self.store.update_run(run_id, storage_state="ARCHIVED" if archived else "AVAILABLE")
 
+    def enable_recurring_run(self, recurring_run_id: str, enabled: bool) -> None:
+        """Enable a recurring run (it next fires at its trigger's next time from now) or
+        disable it.
+
+        Raises:
+            NotFoundError: No recurring run has this id.
+        """
+        from headwater.server.schedule import trigger_of
+
+        found = self.store.get_recurring_run(recurring_run_id)
+        if found is None:
+            raise NotFoundError(f"no recurring run with id {recurring_run_id!r}")
+        if not enabled:
+            self.store.update_recurring_run(recurring_run_id, status="DISABLED")
+            return
+        following = trigger_of(found.trigger).next_after(time.time())
+        self.store.update_recurring_run(recurring_run_id, status="ENABLED", next_fire_at=following)
+        self.wake()
+
     def delete(self, run_id: str) -> None:
         """Delete a run, its tasks, logs and the artifacts no other run uses (only the files
         under its own pipeline root).

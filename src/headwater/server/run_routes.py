@@ -233,18 +233,12 @@ def get_recurring_run(state: ServerState, call: Call) -> Any:
 
 @route("POST", "/recurringruns/{recurring_run_id}:enable")
 def enable_recurring_run(state: ServerState, call: Call) -> Any:
-    from headwater.server.schedule import trigger_of
-
-    row = recurring(state, call.params["recurring_run_id"])
-    following = trigger_of(row.trigger).next_after(time.time())
-    state.store.update_recurring_run(row.recurring_run_id, status="ENABLED", next_fire_at=following)
-    state.queue.wake()
+    state.runs.enable_recurring_run(call.params["recurring_run_id"], True)
 
 
 @route("POST", "/recurringruns/{recurring_run_id}:disable")
 def disable_recurring_run(state: ServerState, call: Call) -> Any:
-    row = recurring(state, call.params["recurring_run_id"])
-    state.store.update_recurring_run(row.recurring_run_id, status="DISABLED")
+    state.runs.enable_recurring_run(call.params["recurring_run_id"], False)
 
 
 @route("DELETE", "/recurringruns/{recurring_run_id}")

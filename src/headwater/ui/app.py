@@ -85,7 +85,7 @@ def create_app(
     from fastapi.staticfiles import StaticFiles
     from starlette.exceptions import HTTPException
 
-    from headwater.ui import api_routes, page_routes
+    from headwater.ui import api_routes, catalog_routes, page_routes
 
     app = FastAPI(
         title="Headwater",
@@ -101,7 +101,9 @@ def create_app(
     app.state.runs = runs if runs is not None else LocalRuns(metadata_url)
     app.state.api_prefixes = dict(api_prefixes or {})
     app.include_router(api_routes.router, prefix="/api/v1")
+    app.include_router(catalog_routes.api, prefix="/api/v1")
     app.include_router(page_routes.router)
+    app.include_router(catalog_routes.pages)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     if token is not None:

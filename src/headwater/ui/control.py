@@ -53,6 +53,10 @@ class RunControl(Protocol):
         """Delete a run with its tasks, logs and the artifacts only it used."""
         ...
 
+    def enable_recurring_run(self, recurring_run_id: str, enabled: bool) -> None:
+        """Enable or disable a recurring run."""
+        ...
+
 
 class LocalRuns:
     """`RunControl` without a server: runs start on a thread of this process.
@@ -99,6 +103,13 @@ class LocalRuns:
         raise InvalidArgumentError(
             f"retrying runs needs `headwater server`; resume this one with "
             f"{config.home_command('run', '--resume', run_id)}"
+        )
+
+    def enable_recurring_run(self, recurring_run_id: str, enabled: bool) -> None:
+        """Recurring runs fire only in a server."""
+        raise InvalidArgumentError(
+            f"recurring run {recurring_run_id} fires only in `headwater server`: enable or "
+            "disable it there"
         )
 
     def delete(self, run_id: str) -> None:

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from headwater.api.runs import RunDetails
+from headwater.metadata.base import ENDED_RUN_STATES
 from headwater.spec.ir import is_control_flow_task
 from headwater.ui.groups import ITERATIONS_SHOWN, collapse_defaults, group_tasks
 from headwater.ui.plan import plan_run
@@ -121,7 +122,7 @@ def layout(
     """
     recorded = {t.name: {"inputs": t.inputs, "outputs": t.outputs} for t in run.tasks}
     plan = plan_run(ir, recorded, run.parameters)
-    waiting = "PENDING" if run.state == "RUNNING" else "NOT_RUN"
+    waiting = "NOT_RUN" if run.state in ENDED_RUN_STATES else "PENDING"
     dags = parent_dags or {}
     tasks = [(t.name, t.state, dags.get(t.name, "")) for t in run.tasks]
     tasks += [(name, waiting, "") for name in plan.tasks if name not in recorded]

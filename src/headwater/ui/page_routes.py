@@ -12,15 +12,21 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from headwater.metadata.base import RUN_STATES
 from headwater.ui import data
 from headwater.ui.groups import ITERATIONS_SHOWN
 from headwater.ui.tables import format_number
 
 router = APIRouter(include_in_schema=False)
 
-STATES = ("RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED")
+STATES = RUN_STATES
 #: The runs table's columns besides its metrics that the reader may hide: (key, heading).
-RUN_COLUMNS = (("created", "Created"), ("duration", "Duration"), ("executor", "Executor"))
+RUN_COLUMNS = (
+    ("experiment", "Experiment"),
+    ("created", "Created"),
+    ("duration", "Duration"),
+    ("executor", "Executor"),
+)
 
 
 @functools.cache
@@ -64,32 +70,54 @@ def runs_page(
     pipeline: str = "",
     state: str = "",
     q: str = "",
+    experiment: str = "",
 ) -> str:
+    from headwater.api.catalog import get_experiment, list_experiments
+
+    store = _store(request)
     page = data.runs_page(
-        metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q
-    )
-    base = {"limit": limit, "pipeline": pipeline, "state": state, "q": q}
+        metadata=store, limit=limit, offset=offset, pipeline=pipeline, state=state, q=q,
+        experiment_id=experiment,
+    )  # fmt: skip
+    base = {"limit": limit, "pipeline": pipeline, "state": state, "q": q, "experiment": experiment}
+    experiments, _ = list_experiments(limit=500, metadata=store)
     return render(
-        "runs.html", page=page, states=STATES, filters=base, optional=RUN_COLUMNS, title="Runs"
-    )
+        "runs.html", page=page, states=STATES, filters=base, optional=RUN_COLUMNS, title="Runs",
+        experiments=experiments, queued=request.app.state.runs.queued,
+        experiment=get_experiment(experiment, metadata=store) if experiment else None,
+    )  # fmt: skip
 
 
 @router.get("/runs/new", response_class=HTMLResponse)
-def new_run_page(request: Request, path: str = "", pipeline_name: str = "") -> str:
-    """Choose a pipeline; once chosen, a form typed from its parameters (`static/launch.js`
-    posts it to `POST /api/v1/runs`)."""
+def new_run_page(
+    request: Request, path: str = "", pipeline_name: str = "", version: str = "",
+    experiment: str = "",
+) -> str:  # fmt: skip
+    """Choose a pipeline (a file, or with `headwater server` an uploaded version); once
+    chosen, a form typed from its parameters (`static/launch.js` posts it to
+    `POST /api/v1/runs`), with the run's name and experiment when runs are queued."""
+    from headwater.api.catalog import get_version, list_experiments, list_pipelines
     from headwater.errors import UserError
-    from headwater.ui.launch import pipeline_form
+    from headwater.spec.ir import parse_pipeline
+    from headwater.ui.launch import form_of, pipeline_form
 
-    form, error = None, ""
-    if path:
-        try:
+    store = _store(request)
+    queued = request.app.state.runs.queued
+    form, error, chosen = None, "", None
+    try:
+        if version:
+            chosen = get_version(version, metadata=store)
+            form = {"path": "", **form_of(parse_pipeline(chosen.ir))}
+        elif path:
             form = pipeline_form(path, pipeline_name=pipeline_name or None)
-        except UserError as exc:
-            error = str(exc)
+    except UserError as exc:
+        error = str(exc)
+    pipelines = list_pipelines(limit=500, metadata=store)[0] if queued else []
+    experiments = list_experiments(limit=500, metadata=store)[0] if queued else []
     return render(
         "new_run.html", path=path, pipeline_name=pipeline_name, form=form, error=error,
-        title="Start a run",
+        version=chosen, pipelines=pipelines, experiments=experiments, experiment=experiment,
+        queued=queued, title="Start a run",
     )  # fmt: skip
 
 
@@ -98,9 +126,10 @@ def run_page(
     request: Request, run_id: str, iterations: int = Query(ITERATIONS_SHOWN, ge=1, le=1000)
 ) -> str:
     run = data.run_view(run_id, metadata=_store(request), iterations=iterations)
+    title = run["display_name"] or f"Run {run['run_id'][:8]}"
     return render(
-        "run.html", run=run, iterations=iterations, title=f"Run {run['run_id'][:8]}",
-        **_steps_and_trials(run["run_id"], _store(request)),
+        "run.html", run=run, iterations=iterations, title=title,
+        queued=request.app.state.runs.queued, **_steps_and_trials(run["run_id"], _store(request)),
     )  # fmt: skip
 
 

@@ -17,13 +17,53 @@ async function getJSON(url) {
   return body;
 }
 
-// kfp.Client prints its links in the KFP UI's form (`/#/runs/details/ID`; `headwater server`
-// keeps KFP's run ids): open the same run here instead of the runs list.
+// kfp.Client prints its links in the KFP UI's form (`/#/runs/details/ID`,
+// `/#/experiments/details/ID`, `/#/pipelines/details/ID[/version/VID]`,
+// `/#/recurringrun/details/ID`; `headwater server` keeps KFP's ids): open the same page here
+// instead of the runs list.
+const KFP_LINKS = [
+  [/^#\/runs\/details\/([\w-]+)$/, (m) => `/runs/${m[1]}`],
+  [/^#\/experiments\/details\/([\w-]+)$/, (m) => `/experiments/${m[1]}`],
+  [/^#\/pipelines\/details\/([\w-]+)\/version\/([\w-]+)$/, (m) => `/pipelines/${m[1]}/versions/${m[2]}`],
+  [/^#\/pipelines\/details\/([\w-]+)$/, (m) => `/pipelines/${m[1]}`],
+  [/^#\/recurringruns?\/details\/([\w-]+)$/, (m) => `/recurring-runs/${m[1]}`],
+];
+
 function followKfpLink() {
-  const match = /^#\/runs\/details\/([\w-]+)$/.exec(window.location.hash);
-  if (match && window.location.pathname === "/") window.location.replace("/runs/" + match[1]);
+  if (window.location.pathname !== "/") return;
+  for (const [pattern, page] of KFP_LINKS) {
+    const match = pattern.exec(window.location.hash);
+    if (match) { window.location.replace(page(match)); return; }
+  }
 }
 followKfpLink();
+
+async function postRunAction(runId, verb) {
+  const r = await fetch(`/api/v1/runs/${encodeURIComponent(runId)}/${verb}`, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    body: "{}",
+  });
+  if (!r.ok) throw new Error((await r.json()).error || r.statusText);
+}
+
+function setupRunActions() {
+  for (const verb of ["terminate", "retry"]) {
+    for (const button of document.querySelectorAll(`button.${verb}`)) {
+      button.addEventListener("click", async () => {
+        button.disabled = true;
+        try {
+          await postRunAction(button.dataset.run, verb);
+          location.reload();
+        } catch (e) {
+          alert(e.message);
+          button.disabled = false;
+        }
+      });
+    }
+  }
+}
 
 function setupRuns() {
   for (const button of document.querySelectorAll("button.delete")) {
@@ -31,7 +71,7 @@ function setupRuns() {
       const id = button.dataset.run;
       if (!confirm(`Delete run ${id} and the artifacts only it uses?`)) return;
       const r = await fetch(`/api/v1/runs/${encodeURIComponent(id)}`, { method: "DELETE", credentials: "same-origin" });
-      if (r.ok) button.closest("tr").remove();
+      if (r.ok) (button.closest("tr") ? button.closest("tr").remove() : location.assign("/"));
       else alert((await r.json()).error);
     });
   }
@@ -48,7 +88,9 @@ function setupRuns() {
   });
 }
 
-function kvTable(obj) {
+// Values by name; a list is artifact URIs, each linked to its page and, given their `ids`
+// (by name too), to its download.
+function kvTable(obj, ids) {
   const table = el("table", { class: "kv" });
   for (const [k, v] of Object.entries(obj || {})) {
     const cell = el("td");
@@ -56,6 +98,8 @@ function kvTable(obj) {
       v.forEach((uri, i) => {
         if (i) cell.append(el("br"));
         cell.append(el("a", { href: `/artifacts/${encodeURIComponent(uri)}` }, uri.split("/").slice(-2).join("/")));
+        const id = ids && ids[k] ? ids[k][i] : undefined;
+        if (id !== undefined) cell.append(" ", el("a", { class: "download", href: `/api/v1/artifacts/${id}/download` }, "download"));
       });
     } else cell.append(el("code", {}, JSON.stringify(v)));
     table.append(el("tr", {}, el("th", {}, k), cell));
@@ -74,8 +118,8 @@ async function showTask(runId, task) {
       task.duration ? ` · ${task.duration}` : "", task.cached_from ? ` · cached from execution ${task.cached_from}` : "",
       task.cache_key ? ` · cache key ${task.cache_key.slice(0, 12)}` : "",
       ` · attempts ${task.attempts}`),
-    el("h3", {}, "Inputs"), kvTable(task.inputs), kvTable(task.artifacts.inputs),
-    el("h3", {}, "Outputs"), kvTable(task.outputs), kvTable(task.artifacts.outputs),
+    el("h3", {}, "Inputs"), kvTable(task.inputs), kvTable(task.artifacts.inputs, (task.artifact_ids || {}).inputs),
+    el("h3", {}, "Outputs"), kvTable(task.outputs), kvTable(task.artifacts.outputs, (task.artifact_ids || {}).outputs),
   );
   if (task.error) panel.append(el("h3", {}, "Error"), el("pre", { class: "error" }, `${task.error.error_type}: ${task.error.message}\n\n${task.error.traceback || ""}`));
   panel.append(el("h3", {}, "Log ", el("a", { href: `${logUrl}?download=true` }, "download")), log);
@@ -290,6 +334,7 @@ function setupRun() {
   const svg = document.getElementById("dag");
   if (!svg) return;
   const runId = svg.dataset.run;
+  const source = svg.dataset.source || `/api/v1/runs/${encodeURIComponent(runId)}`;
   const view = setupView(svg);
   view.fit();
   let run = null, selected = null, collapsed = null, drawn = "";
@@ -325,7 +370,7 @@ function setupRun() {
   const known = new Set();
   const refresh = async () => {
     const query = iterations ? `?iterations=${encodeURIComponent(iterations)}` : "";
-    run = await getJSON(`/api/v1/runs/${encodeURIComponent(runId)}${query}`);
+    run = await getJSON(`${source}${query}`);
     // Groups start as the server suggests; one the user opened or closed stays so.
     collapsed = collapsed || new Set();
     for (const g of run.graph.groups) {
@@ -339,13 +384,15 @@ function setupRun() {
     svg.dataset.ready = "true";
     if (pending !== null) { const name = pending; pending = null; choose(name); }
     const state = document.getElementById("run-state");
+    if (!state) return; // a pipeline version's graph: nothing runs
     state.textContent = run.state;
     state.className = `state ${run.state}`;
-    if (run.state === "RUNNING") setTimeout(refresh, 2000);
-    else if (svg.dataset.state === "RUNNING") location.reload(); // finished: show metrics and errors
+    const going = ["QUEUED", "RUNNING", "CANCELING"];
+    if (going.includes(run.state)) setTimeout(refresh, run.state === "QUEUED" ? 1000 : 2000);
+    else if (going.includes(svg.dataset.state)) location.reload(); // finished: show metrics and errors
   };
   bind();
   refresh().catch((err) => console.error(err));
 }
 
-document.addEventListener("DOMContentLoaded", () => { setupRuns(); setupRun(); });
+document.addEventListener("DOMContentLoaded", () => { setupRuns(); setupRunActions(); setupRun(); });

@@ -1,5 +1,6 @@
 // The Start a run page: upload a pipeline file (read here, posted as JSON, since the server
-// takes no multipart forms), then post the typed parameters and open the new run's page.
+// takes no multipart forms) or choose an uploaded version, then post the typed parameters
+// (and, with `headwater server`, the run's name and experiment) and open the new run's page.
 "use strict";
 
 async function postJSON(url, body) {
@@ -58,8 +59,15 @@ function setupLaunch() {
         const value = fieldValue(field);
         if (value !== undefined) parameters[field.name] = value;
       }
-      const body = { path: form.dataset.path, parameters };
+      const body = form.dataset.version
+        ? { pipeline_version_id: form.dataset.version, parameters }
+        : { path: form.dataset.path, parameters };
       if (form.dataset.pipelineName) body.pipeline_name = form.dataset.pipelineName;
+      // With `headwater server`: the run's name and experiment.
+      const name = form.querySelector("[name=display_name]");
+      if (name && name.value.trim()) body.display_name = name.value.trim();
+      const experiment = form.querySelector("[name=experiment_id]");
+      if (experiment && experiment.value) body.experiment_id = experiment.value;
       button.disabled = true;
       const started = await postJSON("/api/v1/runs", body);
       location.href = started.url;
