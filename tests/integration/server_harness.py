@@ -190,3 +190,30 @@ def wheel_pipeline(package: str) -> Any:
         return component().output
 
     return use_wheel_pipeline
+
+
+@dsl.component(base_image="python:3.11")
+def make(text: str, data: dsl.Output[dsl.Dataset], model: dsl.Output[dsl.Model]) -> None:
+    """A file (`data`) and a folder (`model`)."""
+    import os
+
+    with open(data.path, "w") as f:
+        f.write(text)
+    os.makedirs(model.path, exist_ok=True)
+    with open(os.path.join(model.path, "weights.txt"), "w") as f:
+        f.write(text * 2)
+
+
+@dsl.component(base_image="python:3.11")
+def size(data: dsl.Input[dsl.Dataset]) -> int:
+    with open(data.path) as f:
+        return len(f.read())
+
+
+@dsl.pipeline(name="made")
+def made(text: str = "hello", branch: bool = False) -> None:
+    """Artifacts to read back, and a branch that is taken only when asked."""
+    made_task = make(text=text)
+    size(data=made_task.outputs["data"])
+    with dsl.If(branch == True):  # noqa: E712 - KFP's condition syntax
+        add(a=1, b=2)

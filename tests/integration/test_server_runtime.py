@@ -144,6 +144,10 @@ def test_server_runs_install_packages_and_report_pip_failures(tmp_path: Path) ->
     message = bad.error.message
     assert message.startswith(f"installing {broken} failed: "), message
     assert f"ERROR: Wheel 'hwbroken' located at {broken} is invalid." in message
+    # A run that failed before any task is a run everywhere, with the reason.
+    recorded = headwater_run(bad.run_id, metadata=_store(home))
+    assert recorded.state == "FAILED" and recorded.tasks == []
+    assert recorded.error is not None and "hwbroken" in recorded.error["message"]
 
 
 def test_no_install_packages_fails_the_run_naming_the_package(tmp_path: Path) -> None:

@@ -134,6 +134,7 @@ class EngineLoop:
     def _cached(self, launch: Launch) -> bool:
         """Look the task up once, when it becomes ready; feed a hit back as its result."""
         key = ""
+        began = time.time()
         if launch.cache_enabled:
             try:
                 key = self.cache.fingerprint(launch=launch)
@@ -145,6 +146,8 @@ class EngineLoop:
         hit = self.cache.lookup(launch=launch, key=key)
         if hit is None or not (self.enable_cache or hit.resumed):
             return False
+        # A cache hit's times are those of the lookup that found it, as KFP reports one.
+        self.machine.tasks[launch.task_id].started_at = began
         result = TaskResult(
             launch.task_id,
             outputs=hit.outputs,

@@ -55,7 +55,7 @@ def experiment_view(
     return {
         "experiment": catalog.record_json(found),
         "runs": runs,
-        "recurring_runs": [_recurring_json(r) for r in recurring],
+        "recurring_runs": [_recurring_json(r, metadata) for r in recurring],
     }
 
 
@@ -111,8 +111,27 @@ def trigger_text(trigger: dict[str, Any]) -> str:
     return f"every {periodic.get('interval_second', '?')} s"
 
 
-def _recurring_json(row: Any) -> dict[str, Any]:
-    return catalog.record_json(row, trigger_text=trigger_text(row.trigger))
+def _recurring_json(row: Any, metadata: str | None) -> dict[str, Any]:
+    """A recurring run with its trigger in words and the names of its experiment, pipeline
+    version and (for an uploaded version) pipeline."""
+    from headwater.errors import NotFoundError
+
+    experiment = version = ""
+    pipeline_id = None
+    try:
+        if row.experiment_id:
+            experiment = catalog.get_experiment(row.experiment_id, metadata=metadata).display_name
+        found = catalog.get_version(row.pipeline_version_id, metadata=metadata)
+        version, pipeline_id = found.name, found.pipeline_id
+        if pipeline_id is not None:
+            named, _ = catalog.get_pipeline(pipeline_id, metadata=metadata)
+            version = f"{named.display_name} · {found.display_name}"
+    except NotFoundError:
+        pass
+    return catalog.record_json(
+        row, trigger_text=trigger_text(row.trigger), experiment=experiment,
+        version_name=version, pipeline_id=pipeline_id,
+    )  # fmt: skip
 
 
 def recurring_runs_view(
@@ -120,7 +139,7 @@ def recurring_runs_view(
 ) -> dict[str, Any]:
     """A page of recurring runs: trigger, next fire time, state, max concurrency."""
     found, total = catalog.list_recurring_runs(limit=limit, offset=offset, metadata=metadata)
-    return _paged([_recurring_json(r) for r in found], total, limit, offset)
+    return _paged([_recurring_json(r, metadata) for r in found], total, limit, offset)
 
 
 def recurring_run_view(
@@ -131,4 +150,4 @@ def recurring_run_view(
     runs = data.runs_page(
         metadata=metadata, limit=limit, offset=offset, recurring_run_id=recurring_run_id
     )
-    return {"recurring_run": _recurring_json(found), "runs": runs}
+    return {"recurring_run": _recurring_json(found, metadata), "runs": runs}
