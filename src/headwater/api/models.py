@@ -221,6 +221,20 @@ def is_model_spec(text: str) -> bool:
     return bool(_VERSIONED.match(text) or _STAGED.match(text) or _NAME.match(text))
 
 
+def model_name(spec: str) -> str:
+    """The registry name in `NAME`, `NAME:VERSION` or `NAME@STAGE` (the spec itself when it
+    has none of those forms)."""
+    text = spec.strip()
+    found = _VERSIONED.match(text) or _STAGED.match(text)
+    return found["name"] if found else text
+
+
+def has_model_name(spec: str, *, metadata: MetadataArg = None) -> bool:
+    """True if the registry has versions of the name `spec` names. Reads only."""
+    with reading(metadata) as store:
+        return store is not None and bool(store.list_models(name=model_name(spec)))
+
+
 def find_model(spec: str, *, metadata: MetadataArg = None) -> ModelInfo:
     """The registered version `spec` names, as `headwater serve` reads it. Reads only.
 

@@ -13,14 +13,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from headwater.cli.listen import add_listen_options, listen_options
 from headwater.errors import InvalidArgumentError
-from headwater.security import (
-    ALLOW_HOST_HELP,
-    TOKEN_ENV,
-    check_bind,
-    hosts_for_bind,
-    read_token,
-)
 from headwater.serving.config import DEFAULT_MAX_LATENCY_MS
 
 if TYPE_CHECKING:
@@ -42,21 +36,9 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         help="[NAME=]MODEL: a registered model (NAME, NAME:VERSION, NAME@production), an "
         "artifact URI, a model file or directory, or a handler (module:Class, file.py:Class)",
     )
-    serve.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
-    )
-    serve.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0: any)")
+    add_listen_options(serve, port=8080, token_help="require 'Authorization: Bearer T'")
     serve.add_argument(
         "--workers", type=int, default=1, metavar="N", help="server processes (default 1)"
-    )
-    serve.add_argument(
-        "--token",
-        metavar="T",
-        help=f"require 'Authorization: Bearer T' (default ${TOKEN_ENV}); needed for a "
-        "non-loopback --host",
-    )
-    serve.add_argument(
-        "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
     )
     serve.add_argument(
         "--max-body-mb",
@@ -101,11 +83,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from headwater.serving.resolve import resolve_all
     from headwater.serving.server import serve
 
-    token = read_token(args.token)
-    check_bind(args.host, token)
-    hosts_for_bind(args.host, args.allow_host)  # a bad name is refused before models load
-    if not 0 <= args.port <= 65535:
-        raise InvalidArgumentError(f"--port must be from 0 to 65535, got {args.port}")
+    listen = listen_options(args)  # a bad name is refused before models load
     if args.workers < 1:
         raise InvalidArgumentError(f"--workers must be at least 1, got {args.workers}")
     if not args.max_body_mb > 0:
@@ -118,7 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         workers=args.workers,
-        token=token,
+        token=listen.token,
         max_body_bytes=int(args.max_body_mb * 2**20),
         canaries=canaries,
         batching=batching,

@@ -11,8 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from headwater.cli.listen import Listen, add_listen_options, listen_options, run_app
 from headwater.errors import InvalidArgumentError
-from headwater.security import ALLOW_HOST_HELP, TOKEN_ENV, check_bind, hosts_for_bind, read_token
 
 
 def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -23,10 +23,7 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         description="Serve Kubeflow Pipelines' v2beta1 REST API (/apis/v2beta1), the web UI "
         "and its JSON API (/api/v1) on one port, and execute the runs submitted to it.",
     )
-    server.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
-    )
-    server.add_argument("--port", type=int, default=8888, help="TCP port (default 8888)")
+    add_listen_options(server, port=8888, token_help="require this token on every request")
     server.add_argument(
         "--executor", default="local", help="executor of the runs: local (default) or dask"
     )
@@ -51,26 +48,13 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     server.add_argument(
         "--metadata-url", dest="server_metadata_url", metavar="URL", help=argparse.SUPPRESS
     )
-    server.add_argument(
-        "--token",
-        metavar="T",
-        help=f"require this token on every request (default ${TOKEN_ENV}); needed for a "
-        "non-loopback --host",
-    )
-    server.add_argument(
-        "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
-    )
 
 
 def cmd_server(args: argparse.Namespace) -> int:
     """`headwater server`: serve until interrupted."""
     from headwater import config
 
-    token = read_token(args.token)
-    check_bind(args.host, token, exposes="run pipelines on this machine")
-    hosts = hosts_for_bind(args.host, args.allow_host)
-    if not 0 <= args.port <= 65535:
-        raise InvalidArgumentError(f"--port must be from 0 to 65535, got {args.port}")
+    listen = listen_options(args, exposes="run pipelines on this machine")
     if args.max_concurrent_runs < 1:
         raise InvalidArgumentError(
             f"--max-concurrent-runs must be at least 1, got {args.max_concurrent_runs}"
@@ -91,7 +75,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         cluster = _warm_cluster()
         scheduler = str(cluster.scheduler_address)
     try:
-        return _serve(args, url, scheduler, token, hosts)
+        return _serve(args, url, scheduler, listen)
     finally:
         if cluster is not None:
             _close_cluster(cluster)
@@ -124,13 +108,10 @@ def _close_cluster(cluster: Any) -> None:
         cluster.close(timeout=10)
 
 
-def _serve(
-    args: argparse.Namespace, url: str, scheduler: str | None, token: str | None, hosts: Any
-) -> int:
+def _serve(args: argparse.Namespace, url: str, scheduler: str | None, listen: Listen) -> int:
     from headwater import config
     from headwater.server import create_app
     from headwater.server.queue import QueueSettings
-    from headwater.ui._deps import require
 
     settings = QueueSettings(
         metadata_url=url,
@@ -140,18 +121,10 @@ def _serve(
         install_packages=not args.no_install_packages,
         log_dir=str(config.home() / "server-logs"),
     )
-    app, queue = create_app(settings, token, allowed_hosts=hosts)
-    uvicorn = require("uvicorn")
-    shown = f"[{args.host}]" if ":" in args.host else args.host
-    print(
-        f"headwater: KFP API and UI at http://{shown}:{args.port}/ "
-        f"(kfp.Client(host='http://{shown}:{args.port}'))",
-        file=sys.stderr,
-        flush=True,
-    )
+    app, queue = create_app(settings, listen.token, allowed_hosts=listen.hosts)
     queue.start()
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        run_app(app, listen, announce="KFP API and UI at {url}/ (kfp.Client(host='{url}'))")
     finally:
         queue.stop()
     return 0

@@ -35,6 +35,7 @@ from headwater.errors import (
     NotFoundError,
     UserError,
 )
+from headwater.task import split_iterations
 
 if TYPE_CHECKING:
     import subprocess
@@ -116,7 +117,7 @@ def find_logdirs(
         InvalidArgumentError: No task is called `task`.
         NotFoundError: No output is a TensorBoard log folder.
     """
-    tasks = [t for t in run.tasks if task is None or task in (t.name, _loop_base(t.name))]
+    tasks = [t for t in run.tasks if task is None or task in (t.name, split_iterations(t.name)[0])]
     if task is not None and not tasks:
         raise InvalidArgumentError(
             f"run {run.run_id} has no task {task!r} (tasks: {_names(run.tasks)}): pass one of "
@@ -200,13 +201,6 @@ def _marked_as_logs(slot: str, uri: str, metadata: MetadataArg) -> bool:
 
 def _has_events(path: str) -> bool:
     return any(f.startswith(EVENTS_PREFIX) for _, _, files in os.walk(path) for f in files)
-
-
-def _loop_base(name: str) -> str:
-    """`trial` for `trial[3]` (and `trial[1][2]`); the name itself outside a loop."""
-    while name.endswith("]") and "[" in name:
-        name = name[: name.rindex("[")]
-    return name
 
 
 def _names(tasks: list[TaskDetails]) -> str:

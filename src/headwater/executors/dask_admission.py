@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from headwater.errors import ResourceError
 
 if TYPE_CHECKING:
-    from headwater.executors.dask import DaskExecutor
     from headwater.task import Launch
+
+
+class ResourceMatcher(Protocol):
+    """What admission asks of the executor (`DaskExecutor` is one): the Dask resources a
+    task asks of a worker, and keeping them for its submission."""
+
+    def resources_for(
+        self, launch: Launch, *, strict: bool
+    ) -> tuple[dict[str, float], str | None]: ...
+
+    def remember(self, task_id: int, resources: Mapping[str, float]) -> None: ...
 
 
 class DaskAdmission:
@@ -18,7 +29,7 @@ class DaskAdmission:
     thread and the resources free); only `--max-parallel`, when given, holds tasks back here.
     """
 
-    def __init__(self, executor: DaskExecutor, *, max_parallel: int | None, strict: bool):
+    def __init__(self, executor: ResourceMatcher, *, max_parallel: int | None, strict: bool):
         self._executor = executor
         self._slots = max_parallel
         self._strict = strict

@@ -101,9 +101,6 @@ async def handle(request: Request) -> Response:
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse
 
-    # The handlers register themselves on import.
-    from headwater.server import resources, run_routes  # noqa: F401
-
     state: ServerState = request.app.state.kfp
     path = request.url.path[len(PREFIX) :] or "/"
     method = request.method

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from headwater import __version__
+from headwater._version import __version__
 from headwater.errors import HeadwaterError, InvalidArgumentError, UserError
 from headwater.security import BrowserGuard, TokenAuth, allowed_host
 from headwater.serving import triton, v1, v2

@@ -26,19 +26,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from headwater.errors import InvalidArgumentError
-from headwater.serving.predictor import Predictor, ThreadPredictor
+from headwater.serving.predictor import Predictor, Served, ThreadPredictor
 
 if TYPE_CHECKING:
-    from headwater.serving.endpoint import ModelVersion
     from headwater.serving.runtimes.base import Explanation
 
 #: Called with each batch's version and its number of requests (a metrics exporter).
-BatchListener = Callable[["ModelVersion", int], None]
+BatchListener = Callable[["Served", int], None]
 
 
 @dataclass
 class _Batch:
-    version: ModelVersion
+    version: Served
     outputs: Sequence[str] | None
     requests: list[tuple[Mapping[str, np.ndarray], asyncio.Future[dict[str, np.ndarray]]]] = field(
         default_factory=list
@@ -86,7 +85,7 @@ class BatchingPredictor(Predictor):
 
     async def predict(
         self,
-        version: ModelVersion,
+        version: Served,
         inputs: Mapping[str, np.ndarray],
         *,
         outputs: Sequence[str] | None = None,
@@ -108,7 +107,7 @@ class BatchingPredictor(Predictor):
         return await answer
 
     async def explain(
-        self, version: ModelVersion, inputs: Mapping[str, np.ndarray], *, options: Mapping[str, Any]
+        self, version: Served, inputs: Mapping[str, np.ndarray], *, options: Mapping[str, Any]
     ) -> Explanation:
         """Explanations are not batched: the inner predictor's."""
         return await self.inner.explain(version, inputs, options=options)
@@ -160,13 +159,13 @@ class BatchingPredictor(Predictor):
         if not answer.done():
             answer.set_result(found)
 
-    def _tell(self, version: ModelVersion, size: int) -> None:
+    def _tell(self, version: Served, size: int) -> None:
         for listener in self.listeners:
             listener(version, size)
 
 
 def _batch_key(
-    version: ModelVersion, inputs: Mapping[str, np.ndarray], outputs: Sequence[str] | None
+    version: Served, inputs: Mapping[str, np.ndarray], outputs: Sequence[str] | None
 ) -> Hashable | None:
     """What requests must share to be joined; None if this one cannot be."""
     shapes = []

@@ -38,7 +38,7 @@ from headwater.serving.observe import STAGES, ServingHooks
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-    from headwater.serving.endpoint import ModelVersion
+    from headwater.serving.predictor import Served
     from headwater.serving.repository import ModelRepository
 
 #: Latency buckets (seconds): 0.5 ms to 10 s, dense where a tabular model answers.
@@ -152,7 +152,7 @@ class PrometheusHooks(ServingHooks):
                 ):
                     predictor.listeners.append(self._on_batch)
 
-    def _on_batch(self, version: ModelVersion, size: int) -> None:
+    def _on_batch(self, version: Served, size: int) -> None:
         self.batch_size.labels(version.endpoint, version.version).observe(size)
 
     def exposition(self) -> bytes:

@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 UNVERSIONED = "1"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _HANDLER = re.compile(r"^(?P<module>[A-Za-z_][\w.]*|.+\.py):(?P<cls>[A-Za-z_]\w*)$")
-_VERSIONED = re.compile(r"^(?P<name>.+):(?P<version>\d+)$")
-_STAGED = re.compile(r"^(?P<name>[^@]+)@(?P<stage>[A-Za-z]+)$")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -143,36 +141,16 @@ def resolve_all(
 
 
 def _registered(target: str, spec: str, metadata: MetadataArg) -> ModelInfo:
-    """The registry version `target` names (`NAME`, `NAME:VERSION`, `NAME@STAGE`)."""
+    """The registry version `target` names (`NAME`, `NAME:VERSION`, `NAME@STAGE`), as
+    `headwater.api.models.find_model` reads it: the one reading of those forms."""
     from headwater.api import models
-    from headwater.metadata.base import MODEL_STAGES
 
-    staged, versioned = _STAGED.match(target), _VERSIONED.match(target)
-    if versioned:
-        return models.get_model(
-            versioned.group("name"), int(versioned.group("version")), metadata=metadata
-        )
-    name = staged.group("name") if staged else target
     try:
-        found = models.list_models(name=name, metadata=metadata)
+        return models.find_model(target, metadata=metadata)
     except NotFoundError as exc:
+        if models.has_model_name(target, metadata=metadata):
+            raise  # the name is registered: the version or stage is what is missing
         raise NotFoundError(f"{spec!r} is neither a file nor a registered model: {exc}") from exc
-    if staged:
-        stage = staged.group("stage").lower()
-        if stage not in MODEL_STAGES:
-            raise InvalidArgumentError(
-                f"{spec!r} names stage {stage!r} (stages: {', '.join(MODEL_STAGES)})"
-            )
-        in_stage = [m for m in found if m.stage == stage]
-        if not in_stage:
-            listing = ", ".join(f"{m.version} ({m.stage})" for m in found[:20])
-            raise NotFoundError(
-                f"model {name!r} has no version in stage {stage!r} (versions: {listing}); "
-                f"promote one with: headwater models promote {name} VERSION --stage {stage}"
-            )
-        return in_stage[0]
-    production = [m for m in found if m.stage == "production"]
-    return (production or found)[0]
 
 
 def _fetch(

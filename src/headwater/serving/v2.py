@@ -45,7 +45,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from headwater import __version__
+from headwater._version import __version__
 from headwater.serving import binary, triton
 from headwater.serving.context import ServingContext, request_key
 from headwater.serving.endpoint import ModelVersion

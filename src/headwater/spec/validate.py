@@ -15,7 +15,7 @@ from headwater.errors import PipelineSpecError
 from headwater.spec.placeholders import PlaceholderNames, check_args, check_string, check_value
 
 if TYPE_CHECKING:
-    from headwater.spec.ir import ComponentSpec, DagSpec, PipelineIR, TaskSpec
+    from headwater.spec.nodes import ComponentSpec, DagSpec, PipelineIR, TaskSpec
 
 
 def check_pipeline(ir: PipelineIR) -> None:

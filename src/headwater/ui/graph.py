@@ -12,12 +12,12 @@ keeps the usual fan-out/fan-in pipelines free of crossings.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from headwater.api.runs import RunDetails
 from headwater.metadata.base import ENDED_RUN_STATES
 from headwater.spec.ir import is_control_flow_task
+from headwater.task import split_iterations
 from headwater.ui.groups import ITERATIONS_SHOWN, collapse_defaults, group_tasks
 from headwater.ui.plan import plan_run
 
@@ -25,7 +25,6 @@ __all__ = ["NODE_H", "NODE_W", "layout", "lineage_layout", "place"]
 
 NODE_W, NODE_H = 180, 44
 GAP_X, GAP_Y = 30, 56
-_ITERATION = re.compile(r"\[\d+\]")
 
 
 def edges_of(
@@ -47,7 +46,7 @@ def edges_of(
                     found.add((source, task.name))
     executed: dict[str, list[str]] = {}
     for name in [t.name for t in run.tasks] if names is None else names:
-        executed.setdefault(_ITERATION.sub("", name), []).append(name)
+        executed.setdefault(split_iterations(name)[0], []).append(name)
     for up, down in _ir_edges(ir):
         for source in executed.get(up, []):
             for target in executed.get(down, []):
@@ -59,7 +58,7 @@ def edges_of(
 def _same_iteration(source: str, target: str) -> bool:
     """True if one task's loop indices lead the other's (`add[1]` and `sum[1][0]`, or a
     task outside the loop), so iterations are not cross-linked."""
-    a, b = _ITERATION.findall(source), _ITERATION.findall(target)
+    a, b = split_iterations(source)[1], split_iterations(target)[1]
     n = min(len(a), len(b))
     return a[:n] == b[:n]
 
@@ -147,7 +146,7 @@ def layout(
             took = durations.get(name)
             node.update(
                 state=states[name], group=grouping.group_of[name], kind="task",
-                planned=name not in recorded,
+                planned=name not in recorded, iteration=name[len(split_iterations(name)[0]) :],
                 duration_s=None if took is None else round(took, 3),
             )  # fmt: skip
     placed["groups"] = grouping.groups

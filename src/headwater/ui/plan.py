@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.spec.ir import is_control_flow_task
+from headwater.task import split_iterations
 
 __all__ = ["Plan", "condition_text", "item_text", "plan_run"]
 
-_INDEX = re.compile(r"\[(\d+)\]")
 _CHANNEL = re.compile(r"inputs\.parameter_values\['pipelinechannel--([^']+)'\]")
 _PLAIN_CHANNEL = re.compile(r"inputs\.parameter_values\['([^']+)'\]")
 _CAST = re.compile(r"\b(?:int|double|string|bool)\(([A-Za-z0-9_.-]+)\)")
@@ -67,9 +67,7 @@ class _Walker:
         self.recorded = recorded
         self.parameters = parameters
         # (base name, indices) of every recorded task, to count a loop's iterations.
-        self.indexed = [
-            (_INDEX.sub("", n), tuple(int(i) for i in _INDEX.findall(n))) for n in recorded
-        ]
+        self.indexed = [split_iterations(n) for n in recorded]
 
     def body(self, spec: Mapping[str, Any]) -> dict[str, Any] | None:
         component = self.components.get((spec.get("componentRef") or {}).get("name", ""))
@@ -179,7 +177,7 @@ class _Walker:
 
     def recorded_count(self, once: Plan, indices: tuple[int, ...]) -> int | None:
         """Iterations recorded so far of the loop whose tasks (unindexed) are `once`."""
-        bases = {_INDEX.sub("", n) for n in once.tasks}
+        bases = {split_iterations(n)[0] for n in once.tasks}
         depth = len(indices)
         seen = [
             found[depth]

@@ -12,18 +12,21 @@ direction unknown (no best so far is drawn).
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from headwater.api.runs import RunDetails, TaskDetails
+from headwater.task import split_iterations
 
 __all__ = ["trials_view"]
 
 #: Trials shown in the table and drawn (a tuning of more is cut to its first this many).
 MAX_TRIALS = 500
 
-# "tune.train-trial-2[3]" -> "tune.train-trial-2": the loop (one per round) a trial ran in.
-_ITERATION = re.compile(r"\[\d+\]$")
+
+def _loop(task: str) -> str:
+    """The loop (one per round) a trial ran in: "tune.train-trial-2[3]" -> "tune.train-trial-2"."""
+    _, indices = split_iterations(task)
+    return task[: task.rindex("[")] if indices else task
 
 
 def trials_view(run: RunDetails) -> dict[str, Any] | None:
@@ -42,10 +45,8 @@ def trials_view(run: RunDetails) -> dict[str, Any] | None:
         return None
     objective, minimize = _objective(run.tasks)
     loops = sorted(
-        {_ITERATION.sub("", t.name) for t, _ in trial_tasks},
-        key=lambda loop: min(
-            i["trial_index"] for t, i in trial_tasks if _ITERATION.sub("", t.name) == loop
-        ),
+        {_loop(t.name) for t, _ in trial_tasks},
+        key=lambda loop: min(i["trial_index"] for t, i in trial_tasks if _loop(t.name) == loop),
     )
     rounds = {loop: n + 1 for n, loop in enumerate(loops)}
     trials = []
@@ -54,7 +55,7 @@ def trials_view(run: RunDetails) -> dict[str, Any] | None:
         trials.append(
             {
                 "trial": item["trial_index"],
-                "round": rounds[_ITERATION.sub("", task.name)],
+                "round": rounds[_loop(task.name)],
                 "task": task.name,
                 "parameters": item.get("parameters") or {},
                 "objective": value,

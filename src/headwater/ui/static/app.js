@@ -168,11 +168,12 @@ function formatDuration(s) {
 }
 
 // A task's name in its box: without the nested pipelines (its box names them), cut in
-// the middle so that a loop index stays readable.
-function shortName(name) {
+// the middle so that its loop indices (`iteration`, which the server reads off the name)
+// stay readable.
+function shortName(name, iteration) {
   const local = name.split(".").pop();
   if (local.length <= 26) return local;
-  const tail = (local.match(/(\[\d+\])+$/) || [""])[0];
+  const tail = iteration || "";
   return `${local.slice(0, 25 - tail.length)}…${tail}`;
 }
 
@@ -211,7 +212,7 @@ function drawNode(n, x, y) {
   const title = n.kind === "collapsed"
     ? `${n.label}: ${n.count} tasks (${statesText(n.states)}); click to expand`
     : n.kind === "more" ? `${n.label} (${n.tasks.length} tasks: ${statesText(n.states)}); click to list them` : n.name;
-  const label = n.kind === "collapsed" ? `▸ ${n.label}` : n.kind === "more" ? n.label : shortName(n.name);
+  const label = n.kind === "collapsed" ? `▸ ${n.label}` : n.kind === "more" ? n.label : shortName(n.name, n.iteration);
   g.append(svgEl("rect", { width: 180, height: 44, rx: 6 }),
     svgEl("text", { x: 90, y: 19, "text-anchor": "middle", class: "node-label" }, wrapLabel(label, 30, 1)[0]),
     svgEl("text", { x: 90, y: 35, "text-anchor": "middle", class: "node-state" }, wrapLabel(nodeStatus(n), 32, 1)[0]),

@@ -1,0 +1,84 @@
+"""The listening options and start-up that `headwater serve`, `ui` and `server` share: where to
+listen (`--host`, `--port`), the token, the extra host names, their checks, and running an app.
+
+Binds 127.0.0.1 unless told otherwise; a non-loopback --host needs --token (or
+$HEADWATER_TOKEN). Bad values are `InvalidArgumentError`s: one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.errors import InvalidArgumentError
+from headwater.security import ALLOW_HOST_HELP, TOKEN_ENV, check_bind, hosts_for_bind, read_token
+
+__all__ = ["Listen", "add_listen_options", "listen_options", "run_app"]
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Where a server listens and whom it answers: the token (None: none) and the `Host`
+    names beyond loopback's."""
+
+    host: str
+    port: int
+    token: str | None
+    hosts: tuple[str, ...]
+
+    @property
+    def url(self) -> str:
+        """The server's base URL, as a person would type it."""
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{shown}:{self.port}"
+
+
+def add_listen_options(parser: argparse.ArgumentParser, *, port: int, token_help: str) -> None:
+    """Add `--host`, `--port` (default `port`), `--token` and `--allow-host` to `parser`."""
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=port, help=f"TCP port (default {port}; 0: any)")
+    parser.add_argument(
+        "--token",
+        metavar="T",
+        help=f"{token_help} (default ${TOKEN_ENV}); needed for a non-loopback --host",
+    )
+    parser.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
+    )
+
+
+def listen_options(args: argparse.Namespace, *, exposes: str | None = None) -> Listen:
+    """The options `add_listen_options` added, checked.
+
+    Args:
+        args: The parsed command line.
+        exposes: What listening beyond loopback without a token would expose (for the
+            refusal's message).
+
+    Raises:
+        InvalidArgumentError: A port out of range, a bad host name, or a non-loopback host
+            without a token.
+    """
+    token = read_token(args.token)
+    if exposes is None:
+        check_bind(args.host, token)
+    else:
+        check_bind(args.host, token, exposes=exposes)
+    hosts = tuple(hosts_for_bind(args.host, args.allow_host))
+    if not 0 <= args.port <= 65535:
+        raise InvalidArgumentError(f"--port must be from 0 to 65535, got {args.port}")
+    return Listen(args.host, args.port, token, hosts)
+
+
+def run_app(app: Any, listen: Listen, *, announce: str) -> None:
+    """Say where the app answers (`headwater: ANNOUNCE` on stderr, `{url}` in it replaced by
+    the server's URL) and serve it with uvicorn until interrupted."""
+    from headwater.ui._deps import require
+
+    uvicorn = require("uvicorn")
+    print(f"headwater: {announce.format(url=listen.url)}", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=listen.host, port=listen.port, log_level="warning")
