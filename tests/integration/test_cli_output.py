@@ -39,7 +39,7 @@ def test_runs_show_prints_the_names_written_and_paths_that_differ(headwater: Cli
     text = headwater("runs", "show", run_id).stdout
     assert "pipelinechannel--" not in text, text
     root = f"{headwater.home}/artifacts/show-names/{run_id}/"
-    assert f"artifacts {root}" in text, text
+    assert f"artifacts  {root}" in text, text
     rows = {line.split()[0]: line for line in text.splitlines() if line.strip()}
     # Two tasks whose artifact paths differ only in their last folders: both shown whole.
     assert "data=make/data" in rows["make"] and "data=make-2/data" in rows["make-2"], text

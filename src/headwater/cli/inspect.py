@@ -91,11 +91,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
             print("no runs", file=sys.stderr)
             return 0
         names = sorted({m for r in found for m in r.metrics})[:6]
-        rows = [["RUN ID", "PIPELINE", "STATE", "CREATED", "DURATION", *names]]
+        # A server's runs have names and experiments; `headwater run`'s have neither.
+        filed = any(r.display_name or r.experiment for r in found)
+        extra = ["NAME", "EXPERIMENT"] if filed else []
+        rows = [["RUN ID", "PIPELINE", "STATE", *extra, "CREATED", "DURATION", *names]]
         for r in found:
             took = "" if r.duration is None else f"{r.duration:.1f}s"
             metrics = [f"{r.metrics[m]:.4g}" if m in r.metrics else "" for m in names]
-            rows.append([r.run_id, r.pipeline, r.state, iso_time(r.created_at), took, *metrics])
+            where = [r.display_name, r.experiment] if filed else []
+            rows.append(
+                [r.run_id, r.pipeline, r.state, *where, iso_time(r.created_at), took, *metrics]
+            )
         print(_table(rows))
         return 0
     if args.runs_command == "delete":
@@ -110,12 +116,26 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(run.to_json(), default=str))
         return 0
-    print(f"run       {run.run_id}\npipeline  {run.pipeline}\nstate     {run.state}")
-    print(f"created   {iso_time(run.created_at)}\nparams    {json.dumps(run.parameters)}")
-    if run.outputs:
-        print(f"outputs   {json.dumps(run.outputs, default=str)}")
+    facts: list[tuple[str, Any]] = [
+        ("run", run.run_id),
+        ("name", run.display_name),
+        ("pipeline", run.pipeline),
+        ("state", run.state),
+        ("experiment", run.experiment),
+        ("namespace", run.namespace),
+        ("recurring", run.recurring_run_id),
+        ("created", iso_time(run.created_at)),
+        ("params", json.dumps(run.parameters)),
+        ("outputs", json.dumps(run.outputs, default=str) if run.outputs else ""),
+    ]
     if run.error:
-        print(f"error     {run.error.get('task')}: {run.error.get('message')}")
+        task = run.error.get("task")
+        facts.append(
+            ("error", f"{task}: {run.error.get('message')}" if task else run.error.get("message"))
+        )
+    for label, value in facts:
+        if value:
+            print(f"{label:<10} {value}")
     # Paths under the run's own folders are shown relative to them, whole otherwise (a cached
     # task's artifacts are another run's): what differs from task to task is never cut off.
     art_root = f"{run.pipeline_root.rstrip('/')}/{run.pipeline}/{run.run_id}/"
@@ -126,11 +146,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     uris = [u for t in run.tasks for a in (t.input_artifacts, t.output_artifacts)
             for us in a.values() for u in us]  # fmt: skip
     if any(u.startswith(art_root) for u in uris):
-        print(f"artifacts {art_root}  (the paths below are relative to it)")
+        print(f"{'artifacts':<10} {art_root}  (the paths below are relative to it)")
     else:
         art_root = "\0"  # nothing is under it: every URI shown whole
     if log_root:
-        print(f"logs      {log_root}")
+        print(f"{'logs':<10} {log_root}")
     rows = [["TASK", "STATE", "DURATION", "CACHED", "INPUTS", "OUTPUTS", "LOG"]]
     for t in run.tasks:
         inputs = {**user_names(t.inputs), **_paths(t.input_artifacts, art_root)}
