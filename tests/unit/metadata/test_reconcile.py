@@ -40,3 +40,23 @@ def test_dead_local_engine_is_interrupted_and_its_tasks_failed() -> None:
     [work] = store.list_executions("dead")
     assert work.state == "FAILED"
     assert work.error is not None and work.error["error_type"] == "Interrupted"
+
+
+def test_a_live_pid_that_started_at_another_time_is_not_the_engine() -> None:
+    """The pid of a dead engine, reused by another process: the recorded start time tells
+    them apart, so the run is still found dead."""
+    from headwater.processes import process_start
+
+    store = SqlMetadataStore("sqlite://")
+    here, pid = socket.gethostname(), os.getppid()  # a live process: the test runner's parent
+    for run_id, started in (("same", process_start(pid)), ("reused", "1")):
+        record = RunRecord(
+            run_id, "p", "v1", "RUNNING", created_at=time.time(), engine_host=here,
+            engine_pid=pid, engine_started=started,
+        )  # fmt: skip
+        store.create_run(record, ir={})
+    assert mark_dead_runs(store) == ["reused"]
+    assert {r.run_id: r.state for r in store.list_runs()} == {
+        "same": "RUNNING",
+        "reused": "INTERRUPTED",
+    }
