@@ -35,7 +35,7 @@ def check_home(cli: Cli, run_id: str, *, full: bool = True) -> None:
     if not full:
         return
     text = cli("runs", "show", run_id).stdout
-    assert f"artifacts {cli.home}/artifacts/relocate-model/{run_id}/" in text, text
+    assert f"artifacts  {cli.home}/artifacts/relocate-model/{run_id}/" in text, text
     art = cli("artifacts", "show", model["uri"], "--json").json()
     assert art["uri"] == model["uri"]
     lineage = cli("lineage", "moved:1", "--upstream")

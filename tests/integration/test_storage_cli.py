@@ -157,7 +157,7 @@ def test_runs_show_tasks_artifacts_and_logs(headwater: Cli) -> None:
     text = headwater("runs", "show", run_id)
     assert text.returncode == 0, text.describe()
     logs = headwater.home / "runs" / run_id / "tasks"
-    assert f"logs      {logs}/\n" in text.stdout, text.stdout
+    assert f"logs       {logs}/\n" in text.stdout, text.stdout
     for name, task in tasks.items():
         assert name in text.stdout
         # Each log shown relative to the run's log folder, printed once above the table.

@@ -143,7 +143,13 @@ def test_run_page_draws_the_graph_and_shows_a_task(
     expect(panel.locator("pre.log")).to_contain_text(
         "evaluated 20 examples: accuracy 0.8", timeout=TIMEOUT_MS
     )
-    expect(panel.get_by_role("link", name="download")).to_be_visible(timeout=TIMEOUT_MS)
+    # The whole log, and each artifact the task read or wrote, to download.
+    log = panel.locator('a[href$="/log?download=true"]')
+    expect(log).to_have_text("download", timeout=TIMEOUT_MS)
+    artifacts = panel.locator("a.download")
+    expect(artifacts.first).to_have_attribute(
+        "href", re.compile(r"^/api/v1/artifacts/\d+/download$")
+    )
 
 
 def test_a_kfp_client_run_link_opens_the_run(page: Any, runs: dict[str, dict[str, Any]]) -> None:
@@ -416,7 +422,8 @@ def test_runs_table_fits_the_window_and_remembers_its_columns(
     row = page.locator(f'tr[data-run="{first}"]')
     expect(row.locator('td[data-col="metric:learning_rate"]')).to_have_text("1.2e-05")
     expect(row.locator('td[data-col="metric:accuracy"]')).to_have_text("0.8734")
-    assert len([h for h in shown_headings(page) if h]) == 6 + 26  # run .. executor, metrics
+    # Run, pipeline, state, experiment, created, duration, executor; the metrics.
+    assert len([h for h in shown_headings(page) if h]) == 7 + 26
     assert widths(page)["doc"] <= widths(page)["view"]
 
 
