@@ -50,6 +50,7 @@ class Served(Protocol):
     version: str
     runtime: ModelRuntime
 
+
 #: Threads of the prediction pool at most: one per core, so model calls that release the GIL
 #: use every core; more threads only queue for the GIL, and the event loop with them (16
 #: clients on 2 cores: p99 18-27 ms with 2 threads, 21-37 ms with 6).
