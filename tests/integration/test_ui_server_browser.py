@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_ui_browser
 from kfp import compiler
 from server_harness import adder, kfp_client, running_server
-from test_ui_browser import CHROMIUM, TIMEOUT_MS, expect, screenshot, sync_api
+from test_ui_browser import expect, screenshot
 
 pytestmark = [pytest.mark.integration]
 
@@ -63,28 +64,15 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         }
 
 
+# The browser and its page, as the standalone UI's tests make them (over `base_url`).
+browser = test_ui_browser.browser
+page = test_ui_browser.page
+
+
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture
-def page(browser: Any, records: dict[str, Any]) -> Iterator[Any]:
-    context = browser.new_context(base_url=records["base"], viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
-        yield page
-    finally:
-        context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
+def base_url(records: dict[str, Any]) -> str:
+    """Where `page` (test_ui_browser's) opens its pages: the server's UI."""
+    return str(records["base"])
 
 
 def test_the_links_kfp_client_prints_open_their_pages(page: Any, records: dict[str, Any]) -> None:
