@@ -31,7 +31,8 @@ def list_runs(
     pipeline: str | None = None,
     state: str | None = None,
     q: str | None = Query(
-        None, description="a run id prefix, or part of the pipeline name, run name or state"
+        None,
+        description="a run id prefix, or part of the pipeline, run or experiment name or state",
     ),
     experiment: str | None = Query(None, description="only runs of this experiment (its id)"),
     recurring_run: str | None = Query(None, description="only runs this recurring run made"),

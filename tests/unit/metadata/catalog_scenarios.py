@@ -70,6 +70,9 @@ def a_page_of_runs_sorts_filters_and_counts(store: MetadataStore) -> None:
     }
     rows, total = store.page("runs", list_page(query, RUNS, Predicate("namespace", "EQUALS", "ns")))
     assert total == 1 and rows[0].display_name == "run-1" and rows[0].state == "QUEUED"
+    # The runs search finds runs by their experiment's name (and their own) too.
+    assert len(store.list_runs(text="RUNS")) == 5
+    assert [r.display_name for r in store.list_runs(text="n-3")] == ["run-3"]
 
 
 def one_worker_takes_a_queued_run(store: MetadataStore) -> None:

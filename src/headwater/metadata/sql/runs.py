@@ -36,6 +36,7 @@ from headwater.metadata.schema import (
     ENDPOINTS,
     EVENTS,
     EXECUTIONS,
+    EXPERIMENTS,
     METRICS,
     MODELS,
     PIPELINE_VERSIONS,
@@ -221,7 +222,8 @@ class RunRecords(SqlStoreBase):
     ) -> list[RunRecord]:
         """Runs, newest first, with their metrics; filtered by pipeline name, state,
         experiment, recurring run and `text` (an id prefix, or part of the pipeline name, the
-        run's name or its state, any case), the first `offset` skipped."""
+        run's name, its experiment's name or its state, any case), the first `offset`
+        skipped."""
         where = []
         if pipeline is not None:
             where.append(PIPELINE_VERSIONS.c.name == pipeline)
@@ -238,6 +240,7 @@ class RunRecords(SqlStoreBase):
                     RUNS.c.run_id.istartswith(text, autoescape=True),
                     PIPELINE_VERSIONS.c.name.icontains(text, autoescape=True),
                     RUNS.c.display_name.icontains(text, autoescape=True),
+                    EXPERIMENTS.c.display_name.icontains(text, autoescape=True),
                     RUNS.c.state.icontains(text, autoescape=True),
                 )
             )
