@@ -34,16 +34,31 @@ def server_env(home: Path) -> dict[str, str]:
 
 
 def start_server(
-    home: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
+    home: Path,
+    *args: str,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
+    prefix: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[Any], str]:
     """`headwater server` on a loopback port, answering; returns (process, base URL).
-    Its stderr goes to `server.log` beside `home`; `env` adds to its environment."""
+    Its stderr goes to `server.log` beside `home`; `env` adds to its environment; `prefix`
+    runs it through another command (`unshare ...`)."""
     port = port or free_port()
     home.parent.mkdir(parents=True, exist_ok=True)
     log = home.parent / "server.log"
     with log.open("ab") as err:
         proc = subprocess.Popen(
-            [sys.executable, *_QUIET, "-m", "headwater", "server", "--port", str(port), *args],
+            [
+                *prefix,
+                sys.executable,
+                *_QUIET,
+                "-m",
+                "headwater",
+                "server",
+                "--port",
+                str(port),
+                *args,
+            ],
             env={**server_env(home), **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -217,3 +232,20 @@ def made(text: str = "hello", branch: bool = False) -> None:
     size(data=made_task.outputs["data"])
     with dsl.If(branch == True):  # noqa: E712 - KFP's condition syntax
         add(a=1, b=2)
+
+
+@dsl.component(base_image="python:3.11")
+def mark(path: str, token: str) -> str:
+    """Append `token` and this process's pid to `path` once the work is done."""
+    import os
+    import time
+
+    time.sleep(0.05)
+    with open(path, "a") as f:
+        f.write(f"{token} {os.getpid()}\n")
+    return token
+
+
+@dsl.pipeline(name="marked")
+def marked(path: str, token: str) -> str:
+    return mark(path=path, token=token).output

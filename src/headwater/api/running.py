@@ -84,21 +84,24 @@ def resume(run_id: str, *, options: RunOptions | None = None, **settings: Any) -
     return _claimed(run_id, RunOptions.build(options, **settings), queued=False)
 
 
-def run_queued(run_id: str, options: RunOptions) -> Run:
+def run_queued(run_id: str, options: RunOptions, *, heartbeat_s: float = 5.0) -> Run:
     """Take a QUEUED run from the queue (`headwater server`'s workers) and run it to its end.
 
     As `resume`, but the run must be QUEUED; a setup that fails before the engine starts (a
     package that does not install, a pipeline root that cannot be written) ends it FAILED
-    with the reason, where `resume` leaves it INTERRUPTED to try again.
+    with the reason, where `resume` leaves it INTERRUPTED to try again. While it runs, its
+    lease is renewed every `heartbeat_s` seconds (`MetadataStore.heartbeat_run`): a terminate
+    seen there (from a server on another machine) stops it as SIGTERM does, and a run another
+    server took over (this worker's lease lapsed) is left at once, without another write.
 
     Raises:
         RunClaimedError: It is not QUEUED (canceled meanwhile, or taken by another worker).
         UserError: As `resume`; the run is FAILED.
     """
-    return _claimed(run_id, options, queued=True)
+    return _claimed(run_id, options, queued=True, heartbeat_s=heartbeat_s)
 
 
-def _claimed(run_id: str, opts: RunOptions, *, queued: bool) -> Run:
+def _claimed(run_id: str, opts: RunOptions, *, queued: bool, heartbeat_s: float = 5.0) -> Run:
     from headwater.errors import UserError
     from headwater.processes import process_start
     from headwater.spec.ir import parse_pipeline
@@ -111,6 +114,7 @@ def _claimed(run_id: str, opts: RunOptions, *, queued: bool) -> Run:
     record = store.claim_run(
         run_id, engine_host=host, engine_pid=pid, engine_started=process_start(pid), queued=queued
     ) if queued else _claim_for_resume(store, run_id, host, pid)  # fmt: skip
+    lease = _Lease(store, record.run_id, host, pid, heartbeat_s) if queued else None
     try:
         doc = store.get_pipeline_ir(record.run_id)
         if doc is None:
@@ -140,6 +144,50 @@ def _claimed(run_id: str, opts: RunOptions, *, queued: bool) -> Run:
     except BaseException:
         _give_back(store, record.run_id, host, pid)
         raise
+    finally:
+        if lease is not None:
+            lease.stop()
+
+
+class _Lease:
+    """A thread renewing a queued run's lease while this process runs it (see `run_queued`)."""
+
+    def __init__(self, store: Any, run_id: str, host: str, pid: int, every_s: float) -> None:
+        import threading
+
+        self._store, self._run_id, self._host, self._pid = store, run_id, host, pid
+        self._every = every_s
+        self._stopped = threading.Event()
+        self._canceling = False
+        threading.Thread(target=self._beat, name="headwater-lease", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _beat(self) -> None:
+        import signal
+        import sys
+
+        while not self._stopped.wait(self._every):
+            try:
+                state = self._store.heartbeat_run(
+                    self._run_id, engine_host=self._host, engine_pid=self._pid
+                )
+            except Exception:  # the store unreachable for a moment: the lease may lapse
+                continue
+            if self._stopped.is_set():
+                return
+            if state is None:
+                print(
+                    f"headwater: run {self._run_id} was taken over by another server (this "
+                    "worker's lease lapsed): stopping without another write",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os._exit(75)  # its task processes end with this process (the fork server's rule)
+            if state == "CANCELING" and not self._canceling:
+                self._canceling = True
+                os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _claim_for_resume(store: Any, run_id: str, host: str, pid: int) -> Any:

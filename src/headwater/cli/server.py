@@ -41,6 +41,14 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         help="runs executing at once; the others wait in the queue (default 4)",
     )
     server.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="with several servers on one database: a run whose worker on another machine has "
+        "not renewed its lease for S seconds is resumed here (default 30)",
+    )
+    server.add_argument(
         "--no-install-packages",
         action="store_true",
         help="do not install the packages_to_install of components (installed by default)",
@@ -58,6 +66,10 @@ def cmd_server(args: argparse.Namespace) -> int:
     if args.max_concurrent_runs < 1:
         raise InvalidArgumentError(
             f"--max-concurrent-runs must be at least 1, got {args.max_concurrent_runs}"
+        )
+    if not 3 <= args.lease_seconds <= 3600:
+        raise InvalidArgumentError(
+            f"--lease-seconds must be from 3 to 3600, got {args.lease_seconds:g}"
         )
     if args.executor not in ("local", "dask"):
         raise InvalidArgumentError(f"--executor must be local or dask, got {args.executor!r}")
@@ -120,6 +132,7 @@ def _serve(args: argparse.Namespace, url: str, scheduler: str | None, listen: Li
         scheduler=scheduler,
         install_packages=not args.no_install_packages,
         log_dir=str(config.home() / "server-logs"),
+        lease_s=args.lease_seconds,
     )
     app, queue = create_app(settings, listen.token, allowed_hosts=listen.hosts)
     queue.start()

@@ -92,7 +92,7 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0008_one_run_system"
+SCHEMA_HEAD = "0009_run_heartbeat"
 
 
 class MetadataStore(CatalogStore):
@@ -212,6 +212,11 @@ class MetadataStore(CatalogStore):
         """Move the run to state `to` (and set `values`: `finished_at`, `error`, `starts`,
         `engine_pid`...) only while its state is one of `source`, atomically; True if it moved.
         The queue's compare-and-set: of two writers racing, one wins."""
+
+    @abc.abstractmethod
+    def heartbeat_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> str | None:
+        """Renew the lease of the queue worker holding a run; the run's state (RUNNING or
+        CANCELING), or None when that worker no longer holds it."""
 
     @abc.abstractmethod
     def update_run(self, run_id: str, **values: Any) -> None:

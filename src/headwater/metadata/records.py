@@ -65,6 +65,8 @@ class RunRecord:
     scheduled_at: float | None = None
     #: Workers that took it from the queue; 0 for a run that was never queued.
     starts: int = 0
+    #: When the queue worker holding it last beat (its lease), None when none holds it.
+    heartbeat_at: float | None = None
 
 
 @dataclass

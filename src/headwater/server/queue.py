@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import queue as queues
+import socket
 import subprocess
 import sys
 import threading
@@ -56,15 +57,19 @@ class QueueSettings:
     scheduler: str | None = None
     install_packages: bool = True
     log_dir: str | None = None
+    #: A run held by a worker on another machine whose lease was last renewed this long ago
+    #: is taken over (its machine, or its connection to the store, is gone).
+    lease_s: float = 30.0
 
     @property
     def worker(self) -> WorkerSettings:
-        """What each worker is told."""
+        """What each worker is told: renew a run's lease six times per `lease_s`."""
         return WorkerSettings(
             metadata_url=self.metadata_url,
             executor=self.executor,
             scheduler=self.scheduler,
             install_packages=self.install_packages,
+            heartbeat_s=self.lease_s / 6,
         )
 
 
@@ -74,6 +79,7 @@ class Launcher:
 
     def __init__(self, settings: QueueSettings) -> None:
         self.settings = settings
+        self.host = socket.gethostname()
         self._process: subprocess.Popen[bytes] | None = None
         self._events: queues.SimpleQueue[dict[str, Any]] = queues.SimpleQueue()
 
@@ -195,7 +201,7 @@ class RunQueue:
         active = 0
         for run in self.store.queue_runs(states=(*ACTIVE_RUN_STATES, "INTERRUPTED")):
             self._handed.pop(run.run_id, None)  # taken by its worker
-            if run.state == "INTERRUPTED" or engine_dead(run):
+            if run.state == "INTERRUPTED" or engine_dead(run) or self._lapsed(run):
                 self._ended(run)
             else:
                 active += 1
@@ -215,6 +221,13 @@ class RunQueue:
                 return  # the launcher restarts on the next turn
             self._handed[run.run_id] = now
             free -= 1
+
+    def _lapsed(self, run: RunRecord) -> bool:
+        """True for a run held by a worker on another machine whose lease lapsed (one on this
+        machine is judged by its pid and start time, `engine_dead`)."""
+        if run.engine_host == self.launcher.host or run.heartbeat_at is None:
+            return False
+        return time.time() - run.heartbeat_at > self.settings.lease_s
 
     def _hear_launcher(self) -> None:
         """Forget runs whose worker ended before taking them (canceled meanwhile, or it

@@ -7,12 +7,13 @@ dead) is one conditional UPDATE, so that two servers racing cannot both win.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from sqlalchemy import Connection, or_, update
+from sqlalchemy import Connection, or_, select, update
 
 from headwater.errors import InvalidArgumentError, NotFoundError
-from headwater.metadata.base import RunRecord
+from headwater.metadata.base import ACTIVE_RUN_STATES, RunRecord
 from headwater.metadata.queries import run_record, runs_query
 from headwater.metadata.schema import RUNS
 from headwater.metadata.sql.base import SqlStoreBase
@@ -20,7 +21,15 @@ from headwater.metadata.sql.base import SqlStoreBase
 #: Columns `update_run` may set: what the run is called and where it is filed, not its state.
 _ATTRIBUTES = ("display_name", "description", "experiment_id", "namespace", "storage_state")
 #: Columns `transition_run` may set beside the state.
-_TRANSITION = ("finished_at", "error", "starts", "engine_host", "engine_pid", "engine_started")
+_TRANSITION = (
+    "finished_at",
+    "error",
+    "starts",
+    "engine_host",
+    "engine_pid",
+    "engine_started",
+    "heartbeat_at",
+)
 
 
 class RunQueueRecords(SqlStoreBase):
@@ -42,6 +51,28 @@ class RunQueueRecords(SqlStoreBase):
         )
         moved = self._db.transaction(lambda conn: conn.execute(stmt).rowcount, write=True)
         return bool(moved)
+
+    def heartbeat_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> str | None:
+        """The worker holding a run says it still runs it: its lease is renewed (now).
+
+        Returns:
+            The run's state (RUNNING, or CANCELING when a terminate asks it to stop), or None
+            when this engine no longer holds it (another server took it over).
+        """
+        held = (
+            (RUNS.c.run_id == run_id)
+            & (RUNS.c.engine_host == engine_host)
+            & (RUNS.c.engine_pid == engine_pid)
+            & RUNS.c.state.in_(ACTIVE_RUN_STATES)
+        )
+
+        def write(conn: Connection) -> str | None:
+            if not conn.execute(update(RUNS).where(held).values(heartbeat_at=time.time())).rowcount:
+                return None
+            state = conn.execute(select(RUNS.c.state).where(RUNS.c.run_id == run_id)).scalar()
+            return None if state is None else str(state)
+
+        return self._db.transaction(write, write=True)
 
     def update_run(self, run_id: str, **values: Any) -> None:
         """Set a run's name, description, experiment, namespace or storage state.

@@ -112,9 +112,11 @@ class RunRecords(SqlStoreBase):
             "engine_pid": engine_pid,
             "engine_started": engine_started,
         }
+        # A queue worker's lease starts now; an engine of another kind holds none.
+        values["heartbeat_at"] = time.time() if queued else None
         if queued:
             values["starts"] = RUNS.c.starts + 1
-            values["scheduled_at"] = func.coalesce(RUNS.c.scheduled_at, time.time())
+            values["scheduled_at"] = func.coalesce(RUNS.c.scheduled_at, values["heartbeat_at"])
 
         def write(conn: Connection) -> RunRecord:
             claimed = conn.execute(
