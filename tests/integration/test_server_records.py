@@ -293,3 +293,35 @@ def _engine_pid(url: str, run_id: str) -> int:
         found = store.get_run(run_id)
     assert found is not None
     return found.engine_pid
+
+
+def test_deleting_a_pipeline_keeps_the_version_its_queued_run_needs(
+    client: Any, server: str, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    holder = client.create_run_from_pipeline_func(
+        held,
+        arguments={
+            "counter": str(tmp_path / "n"),
+            "pid_file": str(tmp_path / "p"),
+            "gate": str(gate),
+        },
+    ).run_id
+    wait_state(client, holder, ("RUNNING",))
+    path = tmp_path / "adder.yaml"
+    compiler.Compiler().compile(adder, str(path))
+    pipeline = client.upload_pipeline(str(path), pipeline_name="deleted-while-queued")
+    [version] = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions
+    experiment = client.create_experiment("deleting")
+    queued = client.run_pipeline(
+        experiment_id=experiment.experiment_id, job_name="queued", pipeline_id=pipeline.pipeline_id,
+        version_id=version.pipeline_version_id, params={"x": 5},
+    ).run_id  # fmt: skip
+    assert client.get_run(queued).state == "PENDING"
+    deleted = httpx.delete(f"{server}/apis/v2beta1/pipelines/{pipeline.pipeline_id}?cascade=true")
+    assert deleted.status_code == 200, deleted.text
+    gate.write_text("go")
+    run = client.wait_for_run_completion(queued, 60, sleep_duration=0.1)
+    assert run.state == "SUCCEEDED" and run.runtime_config.parameters["x"] == 5
+    # Its version is no longer uploaded: the run shows its spec instead of a reference.
+    assert run.pipeline_spec is not None and run.pipeline_version_reference is None

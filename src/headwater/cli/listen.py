@@ -14,8 +14,9 @@ from typing import Any
 
 from headwater.errors import InvalidArgumentError
 from headwater.security import ALLOW_HOST_HELP, TOKEN_ENV, check_bind, hosts_for_bind, read_token
+from headwater.ui.body_limit import DEFAULT_MAX_BODY_MB
 
-__all__ = ["Listen", "add_listen_options", "listen_options", "run_app"]
+__all__ = ["Listen", "add_listen_options", "listen_options", "max_body_bytes", "run_app"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,11 @@ class Listen:
         return f"http://{shown}:{self.port}"
 
 
-def add_listen_options(parser: argparse.ArgumentParser, *, port: int, token_help: str) -> None:
-    """Add `--host`, `--port` (default `port`), `--token` and `--allow-host` to `parser`."""
+def add_listen_options(
+    parser: argparse.ArgumentParser, *, port: int, token_help: str, body_limit: bool = False
+) -> None:
+    """Add `--host`, `--port` (default `port`), `--token` and `--allow-host` to `parser`, and
+    with `body_limit` `--max-request-mb` (see `max_body_bytes`)."""
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
@@ -49,6 +53,26 @@ def add_listen_options(parser: argparse.ArgumentParser, *, port: int, token_help
     parser.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
     )
+    if body_limit:
+        parser.add_argument(
+            "--max-request-mb",
+            type=float,
+            default=DEFAULT_MAX_BODY_MB,
+            metavar="M",
+            help=f"largest request body in MiB (default {DEFAULT_MAX_BODY_MB:g}); larger ones "
+            "are refused 413 as they arrive",
+        )
+
+
+def max_body_bytes(args: argparse.Namespace) -> int:
+    """`--max-request-mb` in bytes.
+
+    Raises:
+        InvalidArgumentError: It is not a positive number.
+    """
+    if not args.max_request_mb > 0:
+        raise InvalidArgumentError(f"--max-request-mb must be positive, got {args.max_request_mb}")
+    return int(args.max_request_mb * 2**20)
 
 
 def listen_options(args: argparse.Namespace, *, exposes: str | None = None) -> Listen:

@@ -11,7 +11,13 @@ import argparse
 import sys
 from typing import Any
 
-from headwater.cli.listen import Listen, add_listen_options, listen_options, run_app
+from headwater.cli.listen import (
+    Listen,
+    add_listen_options,
+    listen_options,
+    max_body_bytes,
+    run_app,
+)
 from headwater.errors import InvalidArgumentError
 
 
@@ -23,7 +29,9 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         description="Serve Kubeflow Pipelines' v2beta1 REST API (/apis/v2beta1), the web UI "
         "and its JSON API (/api/v1) on one port, and execute the runs submitted to it.",
     )
-    add_listen_options(server, port=8888, token_help="require this token on every request")
+    add_listen_options(
+        server, port=8888, token_help="require this token on every request", body_limit=True
+    )
     server.add_argument(
         "--executor", default="local", help="executor of the runs: local (default) or dask"
     )
@@ -63,6 +71,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     from headwater import config
 
     listen = listen_options(args, exposes="run pipelines on this machine")
+    body_limit = max_body_bytes(args)
     if args.max_concurrent_runs < 1:
         raise InvalidArgumentError(
             f"--max-concurrent-runs must be at least 1, got {args.max_concurrent_runs}"
@@ -87,7 +96,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         cluster = _warm_cluster()
         scheduler = str(cluster.scheduler_address)
     try:
-        return _serve(args, url, scheduler, listen)
+        return _serve(args, url, scheduler, listen, body_limit)
     finally:
         if cluster is not None:
             _close_cluster(cluster)
@@ -120,7 +129,9 @@ def _close_cluster(cluster: Any) -> None:
         cluster.close(timeout=10)
 
 
-def _serve(args: argparse.Namespace, url: str, scheduler: str | None, listen: Listen) -> int:
+def _serve(
+    args: argparse.Namespace, url: str, scheduler: str | None, listen: Listen, body_limit: int
+) -> int:
     from headwater import config
     from headwater.server import create_app
     from headwater.server.queue import QueueSettings
@@ -134,7 +145,9 @@ def _serve(args: argparse.Namespace, url: str, scheduler: str | None, listen: Li
         log_dir=str(config.home() / "server-logs"),
         lease_s=args.lease_seconds,
     )
-    app, queue = create_app(settings, listen.token, allowed_hosts=listen.hosts)
+    app, queue = create_app(
+        settings, listen.token, allowed_hosts=listen.hosts, max_body_bytes=body_limit
+    )
     queue.start()
     try:
         run_app(app, listen, announce="KFP API and UI at {url}/ (kfp.Client(host='{url}'))")

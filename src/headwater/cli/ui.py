@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from headwater.cli.listen import add_listen_options, listen_options, run_app
+from headwater.cli.listen import add_listen_options, listen_options, max_body_bytes, run_app
 
 
 def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -22,14 +22,22 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         help="serve the web dashboard: runs, graphs, logs, artifacts, lineage",
         description="Serve the web dashboard and its JSON API (/api/v1) over the metadata store.",
     )
-    add_listen_options(ui, port=8080, token_help="require this token on every request")
+    add_listen_options(
+        ui, port=8080, token_help="require this token on every request", body_limit=True
+    )
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """`headwater ui`: serve until interrupted."""
     listen = listen_options(args, exposes="see your runs")
+    limit = max_body_bytes(args)
     from headwater.ui import create_app
 
-    app = create_app(metadata_url=args.metadata_url, token=listen.token, allowed_hosts=listen.hosts)
+    app = create_app(
+        metadata_url=args.metadata_url,
+        token=listen.token,
+        allowed_hosts=listen.hosts,
+        max_body_bytes=limit,
+    )
     run_app(app, listen, announce="UI at {url}/")
     return 0

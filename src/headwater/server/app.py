@@ -23,6 +23,7 @@ def create_app(
     token: str | None = None,
     *,
     allowed_hosts: Iterable[str] = (),
+    max_body_bytes: int = 32 * 2**20,
 ) -> tuple[FastAPI, RunQueue]:
     """The app and its (not yet started) run queue over the store at `settings.metadata_url`.
 
@@ -30,6 +31,7 @@ def create_app(
         settings: Where the store is and how runs execute.
         token: If given, every request must present it (as for `headwater ui`).
         allowed_hosts: `Host` names answered to besides loopback's.
+        max_body_bytes: The largest request body read; larger is 413.
 
     Raises:
         MissingDependencyError: The `ui` extra is not installed.
@@ -50,6 +52,9 @@ def create_app(
         runs=operations,
         api_prefixes={PREFIX + "/": status_body},
         uploads=UPLOADS,
+        # Says nothing secret: a client with a wrong token gets its 401 on a real call.
+        open_paths=(PREFIX + "/healthz",),
+        max_body_bytes=max_body_bytes,
     )
     app.state.kfp = ServerState(store, operations, queue, settings)
     methods = ["GET", "POST", "DELETE", "PATCH", "PUT"]

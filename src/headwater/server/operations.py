@@ -91,8 +91,13 @@ class RunOperations:
             UserError: An argument that does not fit the pipeline, a pipeline root that
                 cannot be used, an archived experiment.
         """
+        from headwater.spec.documents import check_document
         from headwater.spec.ir import parse_pipeline
 
+        check_document(
+            {"name": new.display_name, "description": new.description, "arguments": new.arguments},
+            what="the run",
+        )
         ir = new.ir
         if ir is None:
             if new.version is None:

@@ -290,6 +290,8 @@ class RunQueue:
             following = trigger.next_after(now if rec.no_catchup else (fire_at or now))
             if not self.store.update_recurring_run(rid, next_was=fire_at, next_fire_at=following):
                 continue  # changed meanwhile (disabled, or fired by another server)
+            if rec.no_catchup and fire_at is not None:
+                fire_at = trigger.latest(fire_at, now)  # the one run stands for the latest
             stamp = time.strftime("%Y-%m-%d %H-%M-%S", time.gmtime(fire_at or now))
             config = rec.runtime_config
             try:

@@ -11,7 +11,7 @@ handler over a table of what each lists (`LISTS`).
 
 from __future__ import annotations
 
-import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.errors import ConflictError, NotFoundError, UserError
 from headwater.metadata.base import MetadataStore, Predicate
 from headwater.server.kfp.wire import ListSpec, list_page, next_token, status_body
+from headwater.spec.documents import read_json
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["PREFIX", "UPLOADS", "ApiError", "Call", "Listing", "ServerState", "handle", "route"]
 
 PREFIX = "/apis/v2beta1"
+_log = logging.getLogger(__name__)
 #: The routes that take a multipart file upload (every other change takes JSON).
 UPLOADS = (f"{PREFIX}/pipelines/upload", f"{PREFIX}/pipelines/upload_version")
 
@@ -117,17 +119,18 @@ async def handle(request: Request) -> Response:
     raw = await request.body()
     kind = request.headers.get("content-type", "")
     body: Any = None
-    if raw.strip() and request.url.path not in UPLOADS:
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return JSONResponse(status_body(400, f"the body is not JSON: {exc}"), status_code=400)
-    call = Call(dict(match.groupdict()), request.query_params, body, raw, kind)
     try:
+        if raw.strip() and request.url.path not in UPLOADS:
+            body = read_json(raw, what="the request body")
+        call = Call(dict(match.groupdict()), request.query_params, body, raw, kind)
         answer = await run_in_threadpool(fn, state, call)
     except (ApiError, UserError) as exc:
         status = _status(exc)
         return JSONResponse(status_body(status, str(exc)), status_code=status)
+    except Exception:  # a bug, or the store failing: said in the log, never to the client
+        _log.exception("%s %s failed", method, request.url.path)
+        message = f"{method} {PREFIX}{path} failed inside the server (its log says why)"
+        return JSONResponse(status_body(500, message), status_code=500)
     return JSONResponse(answer if answer is not None else {})
 
 

@@ -165,7 +165,8 @@ def create_recurring_run(state: ServerState, call: Call) -> Any:
 
     doc = body_object(call.body)
     trigger, stored = parse_trigger(doc.get("trigger"))
-    raw = doc.get("max_concurrency") or 1
+    raw = doc.get("max_concurrency")
+    raw = 1 if raw is None or raw == "" else raw
     try:
         concurrency = int(raw)  # int64: a number or a string
     except (TypeError, ValueError) as exc:

@@ -17,6 +17,10 @@ from headwater.server.kfp.wire import from_time
 
 __all__ = ["Trigger", "parse_trigger"]
 
+#: The longest interval a periodic schedule may have: ten years, in seconds.
+_MAX_INTERVAL = 10 * 366 * 86400
+#: Steps `Trigger.latest` takes at most through a cron's times.
+_MAX_STEPS = 200_000
 _FORM = (
     "KFP's cron has 6 fields, 'second minute hour day-of-month month day-of-week', each *, ?, "
     "N, A-B, */N, a list or names (e.g. '0 0 9 ? * MON-FRI')"
@@ -64,6 +68,21 @@ class Trigger:
             return None
         return found
 
+    def latest(self, since: float, now: float) -> float:
+        """The last time at or before `now`, from `since` (a time of this trigger's) on: the
+        time a `no_catchup` schedule's one catch-up run was due."""
+        if self.interval is not None:
+            return (
+                since + ((now - since) // self.interval) * self.interval if now > since else since
+            )
+        latest = since
+        for _ in range(_MAX_STEPS):  # a cron every second, a day down: 86,400 steps
+            following = self.next_after(latest)
+            if following is None or following > now:
+                break
+            latest = following
+        return latest
+
     def _next_cron(self, after: float) -> float | None:
         from croniter import CroniterBadDateError, croniter
 
@@ -98,6 +117,10 @@ def parse_trigger(doc: Any) -> tuple[Trigger, dict[str, Any]]:
         raise InvalidArgumentError("the trigger's schedule must be an object")
     start = from_time(given["start_time"], "start_time") if given.get("start_time") else None
     end = from_time(given["end_time"], "end_time") if given.get("end_time") else None
+    if start is not None and end is not None and end < start:
+        raise InvalidArgumentError(
+            f"end_time {given['end_time']!r} is before start_time {given['start_time']!r}"
+        )
     stored: dict[str, Any] = {}
     if cron_doc is not None:
         cron = given.get("cron")
@@ -114,9 +137,11 @@ def parse_trigger(doc: Any) -> tuple[Trigger, dict[str, Any]]:
             raise InvalidArgumentError(
                 f"periodic_schedule.interval_second {raw!r}: a number"
             ) from exc
-        if interval < 1:
+        if not 1 <= interval <= _MAX_INTERVAL:
+            shown = raw if len(str(raw)) < 40 else f"{str(raw)[:20]}... ({len(str(raw))} digits)"
             raise InvalidArgumentError(
-                f"periodic_schedule.interval_second must be at least 1, got {raw}"
+                f"periodic_schedule.interval_second must be from 1 to {_MAX_INTERVAL} (ten "
+                f"years), got {shown}"
             )
         trigger = Trigger(interval=interval, start=start, end=end)
         stored["periodic_schedule"] = {"interval_second": str(interval)}

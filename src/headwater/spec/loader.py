@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from headwater.errors import PipelineLoadError, PipelineSpecError
+from headwater.spec.documents import check_document
 from headwater.spec.ir import PipelineIR, parse_pipeline
 
 IR_SUFFIXES = (".yaml", ".yml", ".json")
@@ -85,7 +86,7 @@ def load_ir_file(path: Path) -> PipelineIR:
         if path.suffix == ".json":
             docs = [json.loads(text)]
         else:
-            docs = [d for d in yaml.load_all(text, Loader=_ir_yaml_loader()) if d is not None]
+            docs = [d for d in yaml.load_all(text, Loader=ir_yaml_loader()) if d is not None]
     except (ValueError, yaml.YAMLError, RecursionError) as exc:
         # Python's parsers recurse per level, libyaml stops at 1,000 levels; a compiled
         # pipeline nests a few dozen.
@@ -97,6 +98,7 @@ def load_ir_file(path: Path) -> PipelineIR:
         raise PipelineLoadError(f"{str(path)!r} is not valid {kind}: {_yaml_detail(exc)}") from exc
     if not docs:
         raise PipelineSpecError(f"{str(path)!r} is empty: expected a compiled KFP PipelineSpec")
+    check_document(docs, what=str(path))
     platform: Mapping[str, Any] = {}
     if len(docs) > 1 and isinstance(docs[1], Mapping):
         platform = docs[1].get("platforms") or {}
@@ -104,7 +106,7 @@ def load_ir_file(path: Path) -> PipelineIR:
 
 
 @functools.cache
-def _ir_yaml_loader() -> Any:
+def ir_yaml_loader() -> Any:
     """A YAML loader that builds only what JSON holds, as KFP's IR is protobuf JSON.
 
     libyaml's parser when it is there (about 7x faster than PyYAML's, and it refuses nesting

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.errors import ConflictError, HeadwaterError, NotFoundError, UserError
 from headwater.security import BrowserGuard, TokenAuth, allowed_host
+from headwater.ui.body_limit import DEFAULT_MAX_BODY_MB, BodyLimit
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -57,6 +58,8 @@ def create_app(
     runs: RunControl | None = None,
     api_prefixes: Mapping[str, ErrorBody] | None = None,
     uploads: Iterable[str] = (),
+    open_paths: Iterable[str] = (),
+    max_body_bytes: int = int(DEFAULT_MAX_BODY_MB * 2**20),
 ) -> FastAPI:
     """The dashboard and its API over the metadata store at `metadata_url`.
 
@@ -71,6 +74,8 @@ def create_app(
             `(status, message) -> dict`): they take JSON only, and the guards' refusals
             are answered in their form.
         uploads: Paths of those that also take a multipart file upload.
+        open_paths: Paths answered without the token (a health check).
+        max_body_bytes: The largest request body read (`ui.body_limit`); larger is 413.
 
     Raises:
         MissingDependencyError: The `ui` extra is not installed.
@@ -106,8 +111,11 @@ def create_app(
     app.include_router(catalog_routes.pages)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes, refuse=_guard_refusal)
     if token is not None:
-        app.add_middleware(TokenAuth, token=token, refuse=_refuse, cookie=COOKIE)
+        app.add_middleware(
+            TokenAuth, token=token, refuse=_refuse, cookie=COOKIE, open_paths=tuple(open_paths)
+        )
     app.add_middleware(
         BrowserGuard,
         refuse=_guard_refusal,
@@ -140,8 +148,11 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
+        # The exception's text may hold a query or a path: it goes to the log, not the client.
         _log.exception("unexpected error on %s", request.url.path)
-        return error_response(request, 500, f"internal error: {type(exc).__name__}: {exc}")
+        return error_response(
+            request, 500, f"internal error ({type(exc).__name__}): the server's log says more"
+        )
 
     return app
 

@@ -160,6 +160,18 @@ def versions_keep_their_runs_when_taken_off(store: MetadataStore) -> None:
     assert store.get_pipeline_ir(run.run_id) == IR
 
 
+def a_pipeline_is_never_left_without_the_version_it_was_uploaded_with(
+    store: MetadataStore,
+) -> None:
+    pipeline = PipelineRecord(str(uuid.uuid4()), "half-uploaded", "", "", time.time())
+    broken = _version(pipeline.pipeline_id, "v1")
+    broken.display_name = None  # type: ignore[assignment]  # NOT NULL: the insert fails
+    with pytest.raises(Exception):  # noqa: B017 - whatever the driver raises
+        store.create_pipeline(pipeline, broken)
+    assert store.pipeline_named("half-uploaded", "") is None  # the name is free again
+    store.create_pipeline(pipeline, _version(pipeline.pipeline_id, "v1"))
+
+
 def a_version_taken_off_merges_into_its_unuploaded_twin(store: MetadataStore) -> None:
     cli = _queued(store, "recorded by a run")  # the unuploaded version of IR
     pipeline = PipelineRecord(str(uuid.uuid4()), "named", "", "", time.time())
@@ -205,6 +217,7 @@ SCENARIOS: dict[str, Callable[[MetadataStore], None]] = {
         a_cancel_ends_canceled_unless_the_run_succeeded,
         archiving_an_experiment_archives_its_runs,
         versions_keep_their_runs_when_taken_off,
+        a_pipeline_is_never_left_without_the_version_it_was_uploaded_with,
         a_version_taken_off_merges_into_its_unuploaded_twin,
         recurring_runs_fire_once_per_time,
     )

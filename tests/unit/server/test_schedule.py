@@ -74,7 +74,7 @@ def test_interval_without_start_counts_from_the_last_time() -> None:
         ({"cron_schedule": {"cron": "* * *"}}, "has 3 fields"),
         ({"cron_schedule": {"cron": "0 61 * * * *"}}, "'0 61 * * * *' is not valid"),
         ({"cron_schedule": {"cron": "0 0 9 * * XYZ"}}, "is not valid: KFP's cron has 6"),
-        ({"periodic_schedule": {"interval_second": 0}}, "at least 1"),
+        ({"periodic_schedule": {"interval_second": 0}}, "from 1 to"),
         ({"periodic_schedule": {"interval_second": "x"}}, "'x'"),
         ({"cron_schedule": {"cron": "0 * * * * *"}, "periodic_schedule": {}}, "exactly one"),
     ],

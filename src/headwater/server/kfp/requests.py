@@ -14,6 +14,8 @@ from email.policy import HTTP
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import InvalidArgumentError, UserError
+from headwater.spec.documents import check_document
+from headwater.spec.loader import ir_yaml_loader
 
 if TYPE_CHECKING:
     from headwater.spec.ir import PipelineIR
@@ -103,11 +105,12 @@ def uploaded_spec(content_type: str, raw: bytes) -> tuple[PipelineIR, str]:
                 f"{name}: upload the compiled .yaml or .json, not an archive"
             )
         try:
-            docs = [d for d in yaml.safe_load_all(data) if d is not None]
-        except yaml.YAMLError as exc:
+            docs = [d for d in yaml.load_all(data, Loader=ir_yaml_loader()) if d is not None]
+        except (yaml.YAMLError, RecursionError, ValueError) as exc:
             raise InvalidArgumentError(f"{name} is not YAML or JSON: {exc}") from exc
         if not docs or not isinstance(docs[0], dict):
             raise InvalidArgumentError(f"{name} holds no pipeline spec")
+        check_document(docs, what=name)
         spec: dict[str, Any] = docs[0]
         if len(docs) > 1 and isinstance(docs[1], dict):
             spec = {"pipeline_spec": docs[0], "platform_spec": docs[1]}

@@ -9,7 +9,6 @@ integer or named operations and camelCase or snake_case value keys. A list query
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 
 from headwater.errors import InvalidArgumentError
 from headwater.metadata.base import Page, Predicate, RunRecord
+from headwater.spec.documents import read_json
 
 __all__ = [
     "OPERATIONS",
@@ -33,6 +33,8 @@ __all__ = [
 #: HTTP status -> google.rpc.Code, for the error body.
 _GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 413: 3, 415: 3, 500: 13, 501: 12}
 _EPOCH = "1970-01-01T00:00:00Z"
+#: The latest time a request may name: the start of the year 3000 (epoch seconds).
+_MAX_TIME = 32503680000.0
 
 #: Filter operations by number (`kfp.Client` sends these) and by name (the KFP UI).
 OPERATIONS = {
@@ -95,9 +97,10 @@ def from_time(value: Any, what: str) -> float:
     Raises:
         InvalidArgumentError: It is neither.
     """
+    found: float | None = None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
+        found = float(value)
+    elif isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
@@ -105,8 +108,12 @@ def from_time(value: Any, what: str) -> float:
         else:
             if parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=timezone.utc)
-            return parsed.timestamp()
-    raise InvalidArgumentError(f"{what}: {value!r} is not an RFC 3339 time such as {_EPOCH!r}")
+            found = parsed.timestamp()
+    if found is None or not -_MAX_TIME <= found <= _MAX_TIME:
+        raise InvalidArgumentError(
+            f"{what}: {value!r} is not an RFC 3339 time such as {_EPOCH!r} (before year 3000)"
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -147,8 +154,13 @@ def list_page(query: Mapping[str, str], spec: ListSpec, *where: Predicate) -> Pa
         raise InvalidArgumentError(
             f"page_size {size_text!r} / page_token {token!r}: expected numbers"
         ) from exc
-    if page_size < 1 or offset < 0:
+    if page_size < 1:
         raise InvalidArgumentError(f"page_size must be at least 1 (got {page_size})")
+    if not 0 <= offset <= _MAX_OFFSET:
+        raise InvalidArgumentError(
+            f"page_token {token!r} is not one this server gave: pass the next_page_token of "
+            "the page before"
+        )
     sort = _given(query, "sort_by").split()
     sort_key, descending = spec.sort_keys[0], True
     if sort:
@@ -169,6 +181,13 @@ def list_page(query: Mapping[str, str], spec: ListSpec, *where: Predicate) -> Pa
     )
 
 
+#: The deepest page token a list answers (an offset; SQL's OFFSET is at most 2^63 - 1).
+_MAX_OFFSET = 2**31
+#: Fields whose values are times (epoch seconds in the store): a filter on them takes a number
+#: or an RFC 3339 time; any other field takes text.
+_TIME_KEYS = frozenset({"created_at", "finished_at", "scheduled_at", "updated_at"})
+
+
 def next_token(page: Page, total: int) -> str:
     """The `next_page_token` after `page` ("" on the last page)."""
     end = page.offset + page.limit
@@ -183,10 +202,7 @@ def _predicates(query: Mapping[str, str], spec: ListSpec) -> list[Predicate]:
     for _ in range(2):
         if text.startswith(("%7B", "%7b")):
             text = urllib.parse.unquote(text)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgumentError(f"filter is not JSON: {exc.msg} (at {exc.pos})") from exc
+    doc = read_json(text, what="filter")
     if not isinstance(doc, dict) or not isinstance(doc.get("predicates", []), list):
         raise InvalidArgumentError('filter must be a JSON object {"predicates": [...]}')
     found = []
@@ -207,11 +223,32 @@ def _predicates(query: Mapping[str, str], spec: ListSpec) -> list[Predicate]:
             raise InvalidArgumentError(
                 f"filter key {raw.get('key')!r}: filter on one of {', '.join(spec.filter_keys)}"
             )
-        value = _value(raw)
+        value = _typed(key, op, _value(raw))
         if key == "state":  # KFP's RuntimeState names: the run states they stand for
             op, value = _state_predicate(op, value)
         found.append(Predicate(spec.columns.get(key, key), op, value))
     return found
+
+
+def _typed(key: str, op: str, value: Any) -> Any:
+    """A filter value of the type its field holds: a finite number (or RFC 3339 time) for a
+    time, text for the rest (a list of them for IN)."""
+    values = value if isinstance(value, list) else [value]
+    if op == "IN" and not isinstance(value, list):
+        value = values
+    for item in values:
+        if key in _TIME_KEYS:
+            if (
+                isinstance(item, bool)
+                or not isinstance(item, int | float)
+                or not (-_MAX_TIME <= item <= _MAX_TIME)
+            ):
+                raise InvalidArgumentError(
+                    f"filter on {key}: {item!r} is not a time (an RFC 3339 timestamp_value)"
+                )
+        elif not isinstance(item, str):
+            raise InvalidArgumentError(f"filter on {key}: {item!r} is not text (use string_value)")
+    return value
 
 
 def _state_predicate(op: str, value: Any) -> tuple[str, Any]:
@@ -235,11 +272,14 @@ def _value(raw: Mapping[str, Any]) -> Any:
                     return from_time(value, "filter timestamp_value")
                 if name in ("int_value", "long_value"):
                     try:
-                        return int(value)
-                    except (TypeError, ValueError) as exc:
+                        number = int(value)
+                    except (TypeError, ValueError, OverflowError) as exc:
                         raise InvalidArgumentError(
                             f"filter {name} {value!r} is not an integer"
                         ) from exc
+                    if not -(2**63) <= number < 2**63:
+                        raise InvalidArgumentError(f"filter {name} {value!r} is not an int64")
+                    return number
                 return value
     for name in ("string_values", "int_values", "long_values"):
         camel = name.split("_")[0] + name.split("_")[1].title()
