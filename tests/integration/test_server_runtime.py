@@ -150,6 +150,18 @@ def test_server_runs_install_packages_and_report_pip_failures(tmp_path: Path) ->
     assert recorded.error is not None and "hwbroken" in recorded.error["message"]
 
 
+def test_a_requirement_pip_cannot_read_fails_the_run_with_pips_message(tmp_path: Path) -> None:
+    with running_server(tmp_path / "home") as base:
+        client = kfp_client(base)
+        run = _run(client, wheel_pipeline("hwtestpkg && echo gotcha"))
+        again = client.get_run(run.run_id)
+    assert run.state == "FAILED" == again.state
+    assert "installing hwtestpkg && echo gotcha failed: ERROR: Invalid requirement" in (
+        run.error.message
+    )
+    assert not list((tmp_path / "home" / "envs").glob("[0-9a-f]*"))  # nothing published
+
+
 def test_no_install_packages_fails_the_run_naming_the_package(tmp_path: Path) -> None:
     home = tmp_path / "home"
     wheel = build_wheel(tmp_path / "wheels", "never-8e21")

@@ -141,6 +141,21 @@ def _claimed(run_id: str, opts: RunOptions, *, queued: bool, heartbeat_s: float 
                 finished_at=time.time(),
             )
         raise
+    except Exception as exc:
+        if not queued:
+            _give_back(store, record.run_id, host, pid)
+            raise
+        # Not a user's mistake, but starting it again would meet it again: the run fails
+        # with what happened (the worker's log has the traceback).
+        with contextlib.suppress(Exception):
+            store.finish_run(
+                record.run_id,
+                state="FAILED",
+                outputs={},
+                error={"error_type": type(exc).__name__, "message": str(exc)},
+                finished_at=time.time(),
+            )
+        raise
     except BaseException:
         _give_back(store, record.run_id, host, pid)
         raise

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,8 @@ from headwater.spec.ir import PipelineIR
 
 #: pip's output, kept in the directory it installed into.
 INSTALL_LOG = "install.log"
-_PIP_INSTALL = re.compile(r"python3 -m pip install (.*?)(?:&&|$)", re.S)
+#: Words that end a shell command (`shlex` splits them off when spaced, as KFP writes them).
+_COMMAND_ENDS = frozenset({"&&", "||", ";", "|"})
 _OPTIONS_WITH_VALUE = {
     "--index-url",
     "-i",
@@ -36,30 +41,73 @@ _OPTIONS_WITH_VALUE = {
     "-f",
     "--find-links",
 }
+#: pip's index options KFP writes for `pip_index_urls` / `pip_trusted_hosts`, by spelling.
+_INDEX_OPTIONS = {
+    "--index-url": "--index-url",
+    "-i": "--index-url",
+    "--extra-index-url": "--extra-index-url",
+    "--trusted-host": "--trusted-host",
+}
 #: What KFP's prelude installs for itself (`kfp`, pinned or not; not `kfp-kubernetes`).
 _KFP_OWN = re.compile(r"(kfp|typing-extensions)($|[=<>!~\[;\s])")
 
 
 def requirements(container: dict[str, Any]) -> list[str]:
     """The `packages_to_install` in a lightweight component's command (kfp itself excluded)."""
+    return _parse(container)[0]
+
+
+def index_options(container: dict[str, Any]) -> list[str]:
+    """The component's `pip_index_urls` and `pip_trusted_hosts` as pip's options, as KFP
+    writes them into the command (`--index-url URL`, `--extra-index-url URL`,
+    `--trusted-host HOST`), from the install of its own packages."""
+    return _parse(container)[1]
+
+
+def _parse(container: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The requirements and index options of the `pip install` commands in the component's
+    `sh -c` script: its words as the shell reads them (a quoted `&&` is part of a word),
+    each install running to the next `&&`, `;` or `||`."""
     command = [str(c) for c in container.get("command") or []]
     if len(command) < 3 or command[:2] != ["sh", "-c"] or "pip install" not in command[2]:
-        return []
+        return [], []
+    try:
+        words = shlex.split(command[2])
+    except ValueError as exc:  # an unbalanced quote: only the shell would know
+        raise UserError(f"cannot read the component's install command: {exc}") from exc
     found: list[str] = []
-    for segment in _PIP_INSTALL.findall(command[2]):
-        tokens = shlex.split(segment)
-        skip = False
-        for token in tokens:
-            if skip:
-                skip = False
+    options: list[tuple[str, str]] = []
+    for tokens in _installs(words):
+        reqs: list[str] = []
+        given: list[str] = []
+        for i, token in enumerate(tokens):
+            if i and tokens[i - 1] in _OPTIONS_WITH_VALUE:
                 continue
             if token in _OPTIONS_WITH_VALUE:
-                skip = True
+                if token in _INDEX_OPTIONS and i + 1 < len(tokens):
+                    given += [_INDEX_OPTIONS[token], tokens[i + 1]]
                 continue
             if token.startswith("-") or _KFP_OWN.match(token):
                 continue
-            found.append(token)
-    return found
+            reqs.append(token)
+        if reqs:  # the user's packages: their index is the one to use
+            found += reqs
+            options += [o for o in _pairs(given) if o not in options]
+    return found, [part for pair in options for part in pair]
+
+
+def _installs(words: list[str]) -> Iterator[list[str]]:
+    """The arguments of each `python3 -m pip install ...` among the script's words."""
+    for i in range(len(words) - 3):
+        if words[i + 1 : i + 4] == ["-m", "pip", "install"] and words[i].startswith("python"):
+            end = i + 4
+            while end < len(words) and words[end] not in _COMMAND_ENDS:
+                end += 1
+            yield words[i + 4 : end]
+
+
+def _pairs(flat: list[str]) -> list[tuple[str, str]]:
+    return list(zip(flat[::2], flat[1::2], strict=True))
 
 
 def missing(reqs: list[str]) -> list[str]:
@@ -99,13 +147,19 @@ def prepare_packages(ir: PipelineIR, *, install: bool) -> tuple[str, ...]:
 
     Raises:
         MissingPackagesError: Packages are missing and `install` is False.
+        UserError: pip failed (its `ERROR:` lines).
     """
     absent: dict[str, list[str]] = {}
+    options: list[str] = []
     for label, executor in ir.executors.items():
         container = executor.get("container")
-        if container:
-            for req in missing(requirements(container)):
-                absent.setdefault(req, []).append(label.removeprefix("exec-"))
+        if not container:
+            continue
+        lacking = missing(requirements(container))
+        for req in lacking:
+            absent.setdefault(req, []).append(label.removeprefix("exec-"))
+        if lacking:
+            options = _merged(options, index_options(container))
     if not absent:
         return ()
     reqs = sorted(absent)
@@ -116,7 +170,7 @@ def prepare_packages(ir: PipelineIR, *, install: bool) -> tuple[str, ...]:
             f"(pip install {' '.join(shlex.quote(r) for r in reqs)}) or run with "
             "--install-packages"
         )
-    return (str(_environment(reqs)),)
+    return (str(environment(reqs, options)),)
 
 
 def python_path_for(container: dict[str, Any], *, install: bool) -> tuple[str, ...]:
@@ -137,34 +191,88 @@ def python_path_for(container: dict[str, Any], *, install: bool) -> tuple[str, .
             f"(pip install {' '.join(shlex.quote(r) for r in reqs)}) or run with "
             "--install-packages"
         )
-    return (str(_environment(reqs)),)
+    return (str(environment(reqs, index_options(container))),)
 
 
-def _environment(reqs: list[str]) -> Path:
-    """The directory holding `reqs`, installed once per requirement set (and per host)."""
-    digest = hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:16]
-    target = config.envs_dir() / digest
-    if (target / ".complete").exists():
+def _merged(options: list[str], more: list[str]) -> list[str]:
+    """Index options of several components as one install's: the first `--index-url`
+    stays the index, any other becomes an `--extra-index-url`."""
+    pairs = _pairs(options)
+    for flag, value in _pairs(more):
+        if flag == "--index-url" and any(f == "--index-url" for f, _ in pairs):
+            flag = "--extra-index-url"
+        if (flag, value) not in pairs and ("--index-url", value) not in pairs:
+            pairs.append((flag, value))
+    return [part for pair in pairs for part in pair]
+
+
+def environment(reqs: list[str], options: Sequence[str] = ()) -> Path:
+    """The directory holding `reqs` installed with pip's index `options`, built once per
+    requirement set and index (and per host).
+
+    An environment is built in a private directory by one process at a time (a lock per
+    set) and published whole, by one rename, with a manifest of what it holds; one that is
+    not whole (a build killed midway, files gone since) is never used, and is built again.
+    """
+    key = "\n".join([*reqs, "--", *options])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    root = config.envs_dir()
+    target = root / digest
+    if _whole(target):
         return target
-    with _INSTALLING:  # two tasks of one worker needing the same set: install it once
-        if not (target / ".complete").exists():
-            _install(reqs, target)
+    with _INSTALLING, _locked(root, digest):
+        if not _whole(target):
+            _build(reqs, list(options), target)
     return target
 
 
 _INSTALLING = threading.Lock()
+#: Written last into a built environment: what it holds (`_whole` checks it before reuse).
+COMPLETE = ".complete"
 
 
-def _install(reqs: list[str], target: Path) -> None:
-    """pip-install `reqs` into `target`, which is marked complete only once they all are."""
+def _whole(target: Path) -> bool:
+    """True if `target` was published whole and still holds every top-level entry it did."""
     try:
-        target.mkdir(parents=True, exist_ok=True)
+        manifest = json.loads((target / COMPLETE).read_text())
+        entries = set(os.listdir(target))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and set(manifest.get("entries", ())) <= entries
+
+
+@contextlib.contextmanager
+def _locked(root: Path, digest: str) -> Iterator[None]:
+    """One builder of an environment at a time, across processes (released if it dies)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        handle = (root / f".{digest}.lock").open("a")
     except OSError as exc:
         raise UserError(
-            f"cannot install packages_to_install into {str(target)!r}: "
-            f"{exc.strerror or exc}: make it writable, or set HEADWATER_HOME to a writable "
-            "directory"
+            f"cannot install packages_to_install into {str(root)!r}: {exc.strerror or exc}: "
+            "make it writable, or set HEADWATER_HOME to a writable directory"
         ) from exc
+    with handle:
+        try:
+            import fcntl
+        except ImportError:  # Windows: one process's lock only
+            yield
+            return
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(reqs: list[str], options: list[str], target: Path) -> None:
+    """pip-install `reqs` into a private directory, then publish it as `target` whole."""
+    root = target.parent
+    # Holding the lock: whatever another builder of this set left is from a dead one.
+    for leftover in (*root.glob(f".building-{target.name}-*"), target):
+        shutil.rmtree(leftover, ignore_errors=True)
+    work = root / f".building-{target.name}-{os.getpid()}"
+    work.mkdir()
     proc = subprocess.run(
         [
             sys.executable,
@@ -173,8 +281,9 @@ def _install(reqs: list[str], target: Path) -> None:
             "install",
             "--disable-pip-version-check",
             "--no-input",
+            *options,
             "--target",
-            str(target),
+            str(work),
             *reqs,
         ],
         stdout=subprocess.PIPE,
@@ -184,10 +293,15 @@ def _install(reqs: list[str], target: Path) -> None:
     )
     output = proc.stdout or ""
     # Kept beside the packages: each task that uses them shows it in its log (`launcher`).
+    shown = " ".join([*options, *reqs])
     with contextlib.suppress(OSError):
-        (target / INSTALL_LOG).write_text(f"$ pip install {' '.join(reqs)}\n{output}")
+        (work / INSTALL_LOG).write_text(f"$ pip install {shown}\n{output}")
     if proc.returncode != 0:
+        shutil.rmtree(work, ignore_errors=True)
         lines = output.strip().splitlines()
         errors = [line for line in lines if line.startswith("ERROR:")] or lines[-1:]
         raise UserError(f"installing {' '.join(reqs)} failed: {' '.join(errors) or 'pip failed'}")
-    (target / ".complete").touch()
+    entries = sorted(os.listdir(work))
+    (work / COMPLETE).write_text(json.dumps({"requirements": reqs, "options": options,
+                                             "entries": entries}))  # fmt: skip
+    os.replace(work, target)  # one rename: the environment appears whole, or not at all

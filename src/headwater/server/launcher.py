@@ -49,6 +49,10 @@ class _Spare:
             code = 1
             try:
                 code = _serve(read, settings, log_dir)
+            except BaseException:  # said in the run's log (or nowhere, before it has one)
+                import traceback
+
+                traceback.print_exc()
             finally:
                 os._exit(code)
         os.close(read)

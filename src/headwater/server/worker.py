@@ -108,6 +108,11 @@ def run_one(run_id: str, settings: WorkerSettings, *, executor: Any = None) -> i
     except UserError as exc:
         print(f"headwater: error: {exc}", file=sys.stderr)
         return 2
+    except Exception:  # the run is FAILED with it (`run_queued`); the traceback is for us
+        import traceback
+
+        traceback.print_exc()
+        return 1
     print(f"headwater: run {run_id} {result.state}", file=sys.stderr)
     return 0 if result.state == "SUCCEEDED" else 1
 
