@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from kfp import dsl
+from kfp import dsl, kubernetes
 
 # The SDK warns about its default base image and the server version; neither matters here.
 _QUIET = ["-W", "ignore::FutureWarning"]
@@ -182,6 +182,23 @@ def kfp_client(base: str, **kwargs: Any) -> Any:
 def looped() -> None:
     with dsl.ParallelFor([1, 2]) as item:
         add(a=item, b=1)
+
+
+@dsl.component(base_image="python:3.11")
+def password_digest() -> str:
+    """The first 12 hex digits of the SHA-256 of `$DB_PASSWORD` (never the value)."""
+    import hashlib
+    import os
+
+    return hashlib.sha256(os.environ["DB_PASSWORD"].encode()).hexdigest()[:12]
+
+
+@dsl.pipeline(name="with-secret")
+def with_secret() -> str:
+    """kfp-kubernetes' `use_secret_as_env`: key `password` of secret `db` as `DB_PASSWORD`."""
+    task = password_digest()
+    kubernetes.use_secret_as_env(task, "db", {"password": "DB_PASSWORD"})
+    return task.output
 
 
 @dsl.pipeline(name="two-adds")

@@ -6,6 +6,7 @@ its own. Runs are ordinary Headwater runs: the tests read them back through `hea
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -34,6 +35,7 @@ from server_harness import (
     start_server,
     stop,
     wait_state,
+    with_secret,
 )
 
 from headwater.api.runs import get_run as headwater_run
@@ -373,6 +375,56 @@ def test_a_recurring_run_fires_until_disabled(client: Any, server: str, tmp_path
         )
     )
     assert status == 400 and "second" in body["message"]
+
+
+def test_kubernetes_settings_from_kfp_client_reach_the_tasks(
+    client: Any, home: Path, tmp_path: Path
+) -> None:
+    """kfp.Client sends a package's platform spec beside its IR (`{"platforms": ...}`), and an
+    upload carries it as a second document: the secret reaches the task from an inline
+    spec, an uploaded version and a recurring run of that version alike."""
+    password = "s3cr3t-for-the-server"
+    stored = subprocess.run(
+        [sys.executable, "-m", "headwater", "secrets", "set", "db", f"password={password}"],
+        env=server_env(home),
+        capture_output=True,
+        text=True,
+    )
+    assert stored.returncode == 0, stored.stderr
+    digest = hashlib.sha256(password.encode()).hexdigest()[:12]
+    path = package(tmp_path, with_secret)
+    assert len(list(yaml.safe_load_all(Path(path).read_text()))) == 2  # IR, platform spec
+
+    inline = client.create_run_from_pipeline_package(path, experiment_name="secrets").run_id
+    pipeline = client.upload_pipeline(path, pipeline_name="with-secret-upload")
+    [version] = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions
+    experiment = client.get_experiment(experiment_name="secrets")
+    uploaded = client.run_pipeline(
+        experiment_id=experiment.experiment_id,
+        job_name="uploaded",
+        pipeline_id=pipeline.pipeline_id,
+        version_id=version.pipeline_version_id,
+    ).run_id
+    recurring = client.create_recurring_run(
+        experiment_id=experiment.experiment_id,
+        job_name="recurring",
+        pipeline_id=pipeline.pipeline_id,
+        version_id=version.pipeline_version_id,
+        interval_second=1,
+        max_concurrency=1,
+    ).recurring_run_id
+
+    def fired() -> list[Any]:
+        runs = client.list_runs(experiment_id=experiment.experiment_id, page_size=100).runs
+        return [r for r in runs or [] if r.recurring_run_id == recurring]
+
+    wait_for(lambda: bool(fired()), 60, "the recurring run to fire")
+    client.disable_recurring_run(recurring)
+    for run_id in (inline, uploaded, fired()[0].run_id):
+        assert wait_state(client, run_id, FINAL).state == "SUCCEEDED", run_id
+        recorded = headwater_run(run_id, metadata=metadata_url(home))
+        assert {t.name: t.outputs for t in recorded.tasks}["password-digest"]["Output"] == digest
+    client.delete_recurring_run(recurring)
 
 
 def _worker_pid(home: Path, run_id: str) -> int:
