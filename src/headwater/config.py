@@ -78,6 +78,8 @@ S3_READ_TIMEOUT_ENV = "HEADWATER_S3_READ_TIMEOUT"
 S3_RETRIES_ENV = "HEADWATER_S3_RETRIES"
 #: The most bytes a server reads of one artifact to send it (a download, KFP's `:read`).
 ARTIFACT_READ_LIMIT_ENV = "HEADWATER_ARTIFACT_READ_LIMIT"
+#: The most bytes a task's log keeps (its first and last parts; 0 for no cap).
+TASK_LOG_LIMIT_ENV = "HEADWATER_TASK_LOG_LIMIT"
 TOKEN_ENV = "HEADWATER_TOKEN"
 #: Set by `headwater serve` for its worker processes: the server's config file, and the log
 #: through which workers share admin changes.
@@ -242,6 +244,16 @@ def artifact_read_limit() -> int:
     download, KFP's `:read`; default 256 MiB)."""
     value = _count(ARTIFACT_READ_LIMIT_ENV, minimum=1, what="a number of bytes (1 or more)")
     return 256 * 1024 * 1024 if value is None else value
+
+
+def task_log_limit() -> int | None:
+    """`HEADWATER_TASK_LOG_LIMIT`: the most bytes a task's log keeps, its first half and its
+    latest quarter past it with the cut marked (default 64 MiB); None when set to 0 (no cap)."""
+    valid = "a number of bytes: 0 (no cap), or 4096 or more"
+    value = _count(TASK_LOG_LIMIT_ENV, minimum=0, what=valid)
+    if value is not None and 0 < value < 4096:  # headwater.logs.MIN_LIMIT
+        raise _bad(TASK_LOG_LIMIT_ENV, str(value), valid)
+    return 64 * 1024 * 1024 if value is None else value or None
 
 
 # --- serving ------------------------------------------------------------------------------------

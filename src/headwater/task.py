@@ -129,6 +129,8 @@ class Launch:
     #: The task's own directory under the pipeline root, where its output artifacts go (and
     #: the logs of executors that run it elsewhere).
     task_root: str = ""
+    #: The most bytes the attempt's log keeps (see `headwater.logs`); None for no cap.
+    log_limit: int | None = None
 
 
 @dataclass

@@ -135,6 +135,16 @@ def run_ok(cli: CliResult) -> dict[str, Any]:
     return cli.result
 
 
+def one_line(cli: CliResult, code: int = 2) -> str:
+    """Assert exit `code` (a user error's 2 by default), exactly one stderr line, no
+    traceback; return the line."""
+    assert cli.returncode == code, cli.describe()
+    lines = cli.stderr.strip().splitlines()
+    assert len(lines) == 1, cli.describe()
+    assert "Traceback" not in cli.stderr + cli.stdout, cli.describe()
+    return lines[0]
+
+
 def run_failed(cli: CliResult) -> dict[str, Any]:
     """Assert a failed `run --json` (exit 1) and return its JSON summary."""
     assert cli.returncode == 1, cli.describe()

@@ -12,21 +12,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cli_harness import Cli, CliResult, pipeline, run_ok
+from cli_harness import Cli, CliResult, one_line, pipeline, run_ok
 
 pytestmark = pytest.mark.integration
 
 HUGE = "123456789012345678901234567890"  # 30 digits: beyond any 64-bit id
 ROOT = os.geteuid() == 0
-
-
-def one_line(cli: CliResult, code: int = 2) -> str:
-    """Assert exit `code`, exactly one stderr line, no traceback; return the line."""
-    assert cli.returncode == code, cli.describe()
-    lines = cli.stderr.strip().splitlines()
-    assert len(lines) == 1, cli.describe()
-    assert "Traceback" not in cli.stderr + cli.stdout, cli.describe()
-    return lines[0]
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from cli_harness import (
     CliResult,
     cached_flags,
     kill_leftovers,
+    one_line,
     pipeline,
     process_gone,
     run_failed,
@@ -60,15 +61,6 @@ IDLE_DASK_REFUSED_S = 1.7
 def on(cluster: DaskCluster) -> list[str]:
     """The `run` arguments that choose the Dask executor on `cluster`."""
     return ["--executor", "dask", "--scheduler", cluster.address]
-
-
-def one_line(cli: CliResult, code: int = 2) -> str:
-    """Assert exit `code`, exactly one stderr line, no traceback; return the line."""
-    assert cli.returncode == code, cli.describe()
-    lines = cli.stderr.strip().splitlines()
-    assert len(lines) == 1, cli.describe()
-    assert "Traceback" not in cli.stderr + cli.stdout, cli.describe()
-    return lines[0]
 
 
 def tasks_by_name(result: dict[str, Any]) -> dict[str, dict[str, Any]]:

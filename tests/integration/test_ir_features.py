@@ -10,6 +10,7 @@ appended to each `run`, so both executors must give the same results.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -524,6 +525,14 @@ def test_retries_env_resources_and_caching(headwater: Cli, tmp_path: Path) -> No
     # Two failures, then success on the third (last allowed) attempt.
     assert first["outputs"] == {"attempts": 3, "env": "hello-env|two", "sized": 42, "runs": 1}
     assert len(list((scratch / "attempts").iterdir())) == 3
+    # One log for the task, each retry's output below a line marking where it starts.
+    [flaky] = [t for t in headwater.show(first["run_id"])["tasks"] if t["name"] == "flaky"]
+    attempts = re.split(
+        r"===== headwater: attempt (\d) starts at ", Path(flaky["log_path"]).read_text()
+    )
+    assert attempts[1::2] == ["2", "3"]
+    assert ["attempt 1 fails" in a for a in attempts[::2]] == [True, False, False]
+    assert ["attempt 2 fails" in a for a in attempts[::2]] == [False, True, False]
 
     second = run_ok(headwater(*args))
     assert task_states(second) == dict.fromkeys(RETRIES_TASKS, SUCCEEDED)

@@ -29,6 +29,7 @@ from cli_harness import (
     CliResult,
     cached_flags,
     kill_leftovers,
+    one_line,
     pipeline,
     process_gone,
     run_failed,
@@ -47,15 +48,6 @@ def scratch(tmp_path: Path) -> Path:
     path = tmp_path / "scratch"
     path.mkdir()
     return path
-
-
-def one_line_error(cli: CliResult) -> str:
-    """Assert a user error: exit 2, one stderr line, no traceback; return the line."""
-    assert cli.returncode == 2, cli.describe()
-    lines = cli.stderr.strip().splitlines()
-    assert len(lines) == 1, cli.describe()
-    assert "Traceback" not in cli.stderr + cli.stdout
-    return lines[0]
 
 
 def tasks_of(shown: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -261,11 +253,11 @@ def test_runs_delete_keeps_artifacts_other_runs_use(headwater: Cli) -> None:
     deleted = headwater("runs", "delete", first)
     assert deleted.returncode == 0, deleted.describe()
     assert [r["run_id"] for r in headwater.runs()] == [second]
-    one_line_error(headwater("runs", "show", first))
+    one_line(headwater("runs", "show", first))
     assert Path(dataset).is_file(), "the dataset the second run reused was deleted"
     assert not Path(first_model).exists()
     assert Path(second_model).is_file()
-    one_line_error(headwater("artifacts", "show", first_model))
+    one_line(headwater("artifacts", "show", first_model))
     assert headwater("artifacts", "show", dataset, "--json").json()["uri"] == dataset
 
     # Now the dataset belongs to the second run alone: it goes with it.
@@ -458,11 +450,16 @@ def test_resume_completes_a_failed_run(headwater: Cli, scratch: Path) -> None:
     # step-2 has caching off: only the run's own record can have reused it.
     assert [calls(scratch, label) for label in "abcd"] == [1, 1, 2, 1]
     assert [(r["run_id"], r["state"]) for r in headwater.runs()] == [(run_id, "SUCCEEDED")]
-    states = {n: t["state"] for n, t in tasks_of(headwater.show(run_id)).items()}
-    assert states["step-3"] == "SUCCEEDED" and states["step-4"] == "SUCCEEDED"
+    shown = tasks_of(headwater.show(run_id))
+    assert shown["step-3"]["state"] == "SUCCEEDED" and shown["step-4"]["state"] == "SUCCEEDED"
+    # step-3's log holds the failed attempt, then a line marking where the resumed one starts.
+    log = Path(shown["step-3"]["log_path"]).read_text()
+    failed, marker, after = log.partition("===== headwater: attempt 1 starts at ")
+    assert "Traceback" in failed and marker and "Traceback" not in after
+    assert "the output above is from an earlier attempt =====" in after.splitlines()[0]
 
     again = headwater("run", "--resume", run_id, "--json")
-    assert run_id in one_line_error(again)
+    assert run_id in one_line(again)
     assert again.stdout == ""
 
 
@@ -477,7 +474,7 @@ def test_resume_completes_a_failed_run(headwater: Cli, scratch: Path) -> None:
     ],
 )
 def test_resume_refusals(headwater: Cli, args: list[str]) -> None:
-    one_line_error(headwater(*args))
+    one_line(headwater(*args))
 
 
 @pytest.mark.timeout(180)
@@ -519,7 +516,7 @@ def test_concurrent_resumes_of_one_run_run_it_once(headwater: Cli, scratch: Path
             if engine is winner:
                 continue
             stdout, stderr = engine.communicate()
-            line = one_line_error(CliResult.of(engine.returncode, stdout, stderr))
+            line = one_line(CliResult.of(engine.returncode, stdout, stderr))
             assert run_id in line and holder in line, line
         (scratch / "open").touch()
         stdout, stderr = winner.communicate(timeout=60)
@@ -691,7 +688,7 @@ def test_s3_pipeline_root(s3_cli: Cli, s3_env: S3Server, s3_bucket: str, how: st
 def test_s3_missing_bucket_is_one_line(s3_cli: Cli) -> None:
     bucket = f"hw-missing-{uuid.uuid4().hex[:8]}"
     cli = s3_cli.run("storage_s3", "--pipeline-root", f"s3://{bucket}/root")
-    assert bucket in one_line_error(cli)
+    assert bucket in one_line(cli)
     assert not (s3_cli.home / "runs").exists() or not any((s3_cli.home / "runs").iterdir())
 
 
@@ -700,7 +697,7 @@ def test_s3_unreachable_endpoint_fails_fast(s3_cli: Cli) -> None:
     started = time.monotonic()
     cli = s3_cli.run("storage_s3", "--pipeline-root", "s3://any-bucket/root")
     took = time.monotonic() - started
-    line = one_line_error(cli)
+    line = one_line(cli)
     assert took < 15, f"took {took:.1f}s"
     assert "127.0.0.1:1" in line
 
@@ -779,7 +776,7 @@ def test_failed_metadata_writes_reach_the_hooks_not_stderr(headwater: Cli, tmp_p
 )
 def test_bad_input_is_one_line(headwater: Cli, args: list[str], env: dict[str, str]) -> None:
     headwater.env.update(env)
-    one_line_error(headwater(*args))
+    one_line(headwater(*args))
 
 
 @pytest.mark.parametrize(
@@ -794,7 +791,7 @@ def test_a_root_tasks_cannot_share_is_refused(
 ) -> None:
     # Each task writes in its own process: a memory:// root used to lose every artifact.
     headwater.env.update(env)
-    line = one_line_error(headwater.run("storage_shared_a", *args))
+    line = one_line(headwater.run("storage_shared_a", *args))
     assert "memory://lost" in line and "s3://" in line
     assert headwater.runs() == []
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from cli_harness import (
     Cli,
     build_wheel,
     kill_leftovers,
+    one_line,
     pipeline,
     process_gone,
     run_failed,
@@ -183,14 +185,20 @@ runpy.run_module("headwater", run_name="__main__", alter_sys=True)
 
 
 def verbose_run_peak_rss(cli: Cli, tmp_path: Path, megabytes: int) -> tuple[int, Path]:
-    """Run task_chatty with -v; return (peak RSS of the CLI process in bytes, its stderr file)."""
+    """Run task_chatty with -v, its log uncapped; return (peak RSS of the CLI process in bytes,
+    its stderr file)."""
     peak_file = tmp_path / f"peak-{megabytes}.txt"
     stderr_file = tmp_path / f"stderr-{megabytes}.txt"
     argv = [sys.executable, "-c", PEAK_RSS_WRAPPER, str(peak_file), "run", "-v"]
     argv += [pipeline("task_chatty"), "--param", f"megabytes={megabytes}"]
     with stderr_file.open("wb") as err:
         proc = subprocess.run(
-            argv, stdout=subprocess.PIPE, stderr=err, env=cli.env, cwd=cli.cwd, timeout=300
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**cli.env, "HEADWATER_TASK_LOG_LIMIT": "0"},
+            cwd=cli.cwd,
+            timeout=300,
         )
     assert proc.returncode == 0, stderr_file.read_bytes()[-2000:]
     return int(peak_file.read_text()) * 1024, stderr_file
@@ -215,6 +223,23 @@ def test_verbose_streams_a_large_log_in_bounded_memory(headwater: Cli, tmp_path:
     assert stderr_file.stat().st_size > 150 * 10**6
     # 150 MB went through the CLI; its memory grew by a small fraction of that, at most.
     assert large - small < 40 * 2**20, f"peak RSS {small / 2**20:.0f} -> {large / 2**20:.0f} MiB"
+
+
+def test_a_task_log_keeps_its_start_and_end_under_its_cap(headwater: Cli) -> None:
+    capped = headwater._replace(env={**headwater.env, "HEADWATER_TASK_LOG_LIMIT": str(2**20)})
+    result = capped.run_ok("task_chatty", params={"megabytes": 20})  # 20 MB through 1 MiB
+    [task] = capped.show(result["run_id"])["tasks"]
+    log = Path(task["log_path"])
+    assert log.stat().st_size <= 2**20
+    text = log.read_text()
+    head, marker, tail = text.partition("===== headwater: ")
+    assert f"line {0:012d} " in head and "chatty-done" in tail  # how it began, how it ended
+    assert marker and re.match(r"[0-9,]+ bytes of output cut here", tail)
+    assert f"line {199_999:012d} " in tail and f"line {100_000:012d} " not in text
+
+    bad = headwater._replace(env={**headwater.env, "HEADWATER_TASK_LOG_LIMIT": "100"})
+    error = one_line(bad.run("task_chatty"))
+    assert "HEADWATER_TASK_LOG_LIMIT='100'" in error and "4096 or more" in error
 
 
 # --- output artifacts at the URI or path the component chose -----------------------------------

@@ -29,7 +29,17 @@ LAYERS: dict[int, set[str]] = {
     3: {"executors", "caching"},  # run services
     2: {"metadata", "artifacts"},  # stores
     1: {"task", "spec", "platform", "loading", "machine", "models", "step_metrics"},  # vocabulary
-    0: {"errors", "config", "_deps", "security", "processes", "paths", "outcome", "_version"},
+    0: {
+        "errors",
+        "config",
+        "_deps",
+        "security",
+        "processes",
+        "paths",
+        "outcome",
+        "_version",
+        "logs",
+    },
 }
 ROW = {unit: row for row, units in LAYERS.items() for unit in units}
 

@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from headwater.config import home_command
 from headwater.engine.hooks import RunHooks
+from headwater.logs import MARKER_LEN, cut_so_far, tail_lines
 from headwater.task import TaskState
 
 if TYPE_CHECKING:
@@ -36,15 +37,11 @@ STREAM_TICK_BUDGET = 4 * STREAM_CHUNK
 
 
 def log_tail(path: str | None, lines: int = LOG_TAIL_LINES) -> list[str]:
-    """The last `lines` lines of a task log (empty if there is none)."""
+    """The last `lines` lines of a task log, from at most its last 64 KiB (empty if there is
+    none)."""
     if not path or not os.path.isfile(path):
         return []
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(0, size - 64 * 1024))
-        text = fh.read().decode("utf-8", "replace")
-    return text.splitlines()[-lines:]
+    return tail_lines(path, lines, limit=64 * 1024)[0]
 
 
 class ConsoleReporter(RunHooks):
@@ -85,7 +82,7 @@ class ConsoleReporter(RunHooks):
 
     def before_task(self, *, run: Run, launch: Launch) -> None:
         if self.verbose:
-            self._logs[launch.name] = _LogFollower(str(launch.log_path))
+            self._logs[launch.name] = _LogFollower(str(launch.log_path), launch.log_limit)
         if self.tuning.spare(launch.name, launch.component, _parameters(launch)):
             return  # a tuning round the run did not ask for: it only passes its input on
         attempt = f" (attempt {launch.attempt})" if launch.attempt > 1 else ""
@@ -291,12 +288,35 @@ def _number(value: Any) -> str:
 
 
 class _LogFollower:
-    """Reads a growing task log in bounded chunks and hands out its complete lines."""
+    """Reads a growing task log in bounded chunks and hands out its complete lines.
 
-    def __init__(self, path: str) -> None:
+    It starts where the log ends now (an earlier attempt's output was streamed already). A
+    log capped at `limit` bytes (`headwater.logs`) moves back what follows its cut marker at
+    each rotation; the follower moves back with it, and past what was cut meanwhile.
+    """
+
+    def __init__(self, path: str, limit: int | None = None) -> None:
         self.path = path
-        self.offset = 0
+        self.limit = limit
+        self.offset = os.path.getsize(path) if os.path.isfile(path) else 0
+        self.cut = 0  # what the log had cut when last read
+        self.skipped = 0  # what was cut before the follower read it, not said yet
         self.partial = b""  # the start of a line not ended yet (at most STREAM_CHUNK bytes)
+
+    def _follow_cuts(self, fh: IO[bytes]) -> None:
+        if self.limit is None or os.fstat(fh.fileno()).st_size <= self.limit // 2:
+            return
+        head, cut = self.limit // 2, cut_so_far(fh, self.limit)
+        body = head + MARKER_LEN  # where what follows the marker starts
+        if cut != self.cut and self.offset > head:
+            # Where the follower is in the task's output: the file was the output until the
+            # first cut; since, its part after the marker is the output after what was cut.
+            place = self.offset if not self.cut else head + self.cut + max(0, self.offset - body)
+            moved = body + place - (head + cut)
+            if moved < body:  # some was cut before it was read
+                self.skipped += body - moved
+            self.offset = max(body, moved)
+        self.cut = cut
 
     def read(self, *, final: bool) -> Iterator[list[str]]:
         """Yield the lines written since the last call, a chunk's worth at a time.
@@ -310,6 +330,12 @@ class _LogFollower:
         except OSError:
             return
         with fh:
+            self._follow_cuts(fh)
+            if self.skipped:  # the line begun before the cut ends there
+                start = self.partial.decode("utf-8", "replace").splitlines()
+                note = f"===== headwater: {self.skipped:,} bytes of output cut here ====="
+                yield [*start, note]
+                self.partial, self.skipped = b"", 0
             fh.seek(self.offset)
             budget = None if final else STREAM_TICK_BUDGET
             while budget is None or budget > 0:

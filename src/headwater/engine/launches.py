@@ -108,6 +108,7 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
         cache_key=task.spec.cache_key,
         python_path=context.python_path,
         task_root=uri(*parts),
+        log_limit=context.log_limit,
         platform=None
         if settings is None
         else settings.plan(

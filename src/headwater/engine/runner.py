@@ -164,6 +164,7 @@ def execute(
     from headwater.executors.packages import prepare_packages
 
     options.check()
+    log_limit = config.task_log_limit()
     metadata, hooks = options.metadata, options.hooks
     with contextlib.ExitStack() as stack:
         backend = (
@@ -201,6 +202,7 @@ def execute(
             artifact_uri=artifacts.uri_for,
             python_path=python_path,
             env=_task_run_env(run_id, metadata),
+            log_limit=log_limit,
         )
         machine = RunStateMachine(ir, bound, context, artifact_inputs=input_artifacts)
         result = Run(

@@ -39,6 +39,8 @@ class RunContext:
     artifact_uri: Callable[..., str] | None = None
     #: Directories of installed `packages_to_install`, put on every task's import path.
     python_path: tuple[str, ...] = ()
+    #: The most bytes a task's log keeps (`HEADWATER_TASK_LOG_LIMIT`); None for no cap.
+    log_limit: int | None = None
 
     def placeholders(
         self, task: TaskRun, executor_input: dict[str, Any] | None = None

@@ -51,6 +51,7 @@ from headwater.executors.dask_cluster import (
     refuse_local_root,
     start_local_cluster,
 )
+from headwater.logs import appending
 from headwater.task import Launch, TaskError, TaskResult
 
 #: How long worker information is trusted before it is asked for again.
@@ -245,23 +246,24 @@ class DaskExecutor(Executor):
         )
 
     def _fetch_log(self, launch: Launch, result: TaskResult) -> None:
-        """Append the attempt's stored log to the run's copy here, where `headwater logs` looks."""
+        """Append the attempt's stored log to the run's copy here, where `headwater logs` looks
+        (below a line marking the attempt's start, under the log's cap)."""
         if not result.log_uri:
             return
         try:
             launch.log_path.parent.mkdir(parents=True, exist_ok=True)
-            if result.log_bytes is not None:  # it came with the result
-                with open(launch.log_path, "ab") as dst:
-                    dst.write(result.log_bytes)
-                result.log_bytes = None
-                return
-            store = self._store(launch.placeholders.pipeline_root)
-            with tempfile.TemporaryDirectory(prefix="headwater-log-") as tmp:
-                local = os.path.join(tmp, "log.txt")
-                store.download(result.log_uri, local)
-                with open(local, "rb") as src, open(launch.log_path, "ab") as dst:
-                    while chunk := src.read(1 << 20):
-                        dst.write(chunk)
+            with appending(str(launch.log_path), launch.attempt, launch.log_limit) as write:
+                if result.log_bytes is not None:  # it came with the result
+                    write(result.log_bytes)
+                    result.log_bytes = None
+                    return
+                store = self._store(launch.placeholders.pipeline_root)
+                with tempfile.TemporaryDirectory(prefix="headwater-log-") as tmp:
+                    local = os.path.join(tmp, "log.txt")
+                    store.download(result.log_uri, local)
+                    with open(local, "rb") as src:
+                        while chunk := src.read(1 << 20):
+                            write(chunk)
         except Exception as exc:  # the log is a convenience; the result stands without it
             print(
                 f"headwater: warning: could not copy the log of {launch.name!r} from "

@@ -1,7 +1,9 @@
 """A fork server: one warm interpreter with KFP imported that forks a process per task.
 
 Protocol, one JSON object per line: the engine writes `{"id": N, "payload": {...}}` to the
-server's stdin; the server forks, the child runs `launcher.run_task(payload)`, and the server
+server's stdin; the server opens the task's log and forks, the child runs
+`launcher.run_task(payload, output)` with its stdout and stderr a pipe the server passes on to
+the log (`headwater.executors.task_logs`, under the log's size cap), and the server
 writes `{"id": N, "pid": P}` when it started and `{"id": N, "exit": CODE}` when it ended
 (a negative CODE is the signal that killed it), or `{"id": N, "error": {...}}` (an error
 record) when it could not start it. When stdin closes (the engine exited or was
@@ -31,7 +33,7 @@ import gc
 import importlib
 import json
 import os
-import select
+import selectors
 import signal
 import sys
 import time
@@ -41,6 +43,7 @@ from typing import Any
 # SERVICE_ENV, set in a process's environment when it starts, marks a service a task started
 # to outlive it (see the module docstring); its value names the service.
 from headwater.config import SERVICE_ENV as SERVICE_ENV
+from headwater.executors.task_logs import TaskLogs
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -123,8 +126,9 @@ def _next_exited() -> tuple[int, int] | None:
     return None if pid == 0 else (pid, status)
 
 
-def _reap(tasks: dict[int, int], out: Any, *, adopting: bool) -> None:
-    """Report every ended task, after killing what it leaves behind (its group, adoptees)."""
+def _reap(tasks: dict[int, int], out: Any, logs: TaskLogs, *, adopting: bool) -> None:
+    """Report every ended task, after killing what it leaves behind (its group, adoptees) and
+    passing on all it wrote to its log."""
     peek = getattr(os, "waitid", None)
     reaped = False
     while True:
@@ -152,6 +156,7 @@ def _reap(tasks: dict[int, int], out: Any, *, adopting: bool) -> None:
         if task_id is not None:
             if adopting:  # before the engine hears of the end, and starts what comes next
                 _kill_adopted(tasks)
+            logs.ended(pid)
             _report(out, {"id": task_id, "exit": os.waitstatus_to_exitcode(status)})
     if reaped and adopting:
         # A leftover killed here may have had children: they are ours now, and go the same way.
@@ -163,10 +168,28 @@ def _kill_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _fork(payload: dict[str, Any], wake: tuple[int, int], prctl: Prctl | None) -> int:
+def _fork(
+    payload: dict[str, Any],
+    wake: tuple[int, int],
+    prctl: Prctl | None,
+    logs: TaskLogs,
+) -> int:
+    """Start the task: open its log, fork; return its pid.
+
+    Raises:
+        OSError: The log, the pipe or the process cannot be made.
+    """
     server = os.getpid()
-    pid = os.fork()
+    writer, output = logs.open(payload)
+    try:
+        pid = os.fork()
+    except BaseException:
+        os.close(writer)
+        logs.discard(output)
+        raise
     if pid != 0:
+        os.close(writer)
+        logs.started(pid, output)
         return pid
     # The task. Whatever happens here, it must end in os._exit: returning would run a second
     # fork server in this process.
@@ -175,7 +198,7 @@ def _fork(payload: dict[str, Any], wake: tuple[int, int], prctl: Prctl | None) -
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        for fd in wake:
+        for fd in (*wake, output.reader, output.log_fd, *logs.inherited()):
             os.close(fd)
         os.setpgid(0, 0)  # its own group, so the engine can stop the task and its children
         if prctl is not None:
@@ -187,7 +210,7 @@ def _fork(payload: dict[str, Any], wake: tuple[int, int], prctl: Prctl | None) -
                 os._exit(1)
         from headwater.executors.launcher import run_task
 
-        run_task(payload)  # never returns
+        run_task(payload, writer)  # never returns
     finally:
         os._exit(1)
 
@@ -211,13 +234,19 @@ def serve() -> None:
     tasks: dict[int, int] = {}  # pid -> request id
     stdin = sys.stdin.buffer
     buffer = bytearray()
+    selector = selectors.DefaultSelector()
+    selector.register(stdin.fileno(), selectors.EVENT_READ, "requests")
+    selector.register(read_fd, selectors.EVENT_READ, "signals")
+    logs = TaskLogs(selector)
     _report(out, {"ready": True})
     while True:
-        readable, _, _ = select.select([stdin, read_fd], [], [])
-        if read_fd in readable:
+        ready = {key.data for key, _ in selector.select()}
+        for output in ready - {"requests", "signals"}:
+            logs.read(output)
+        if "signals" in ready:
             os.read(read_fd, 4096)
-            _reap(tasks, out, adopting=adopting)
-        if stdin in readable:
+            _reap(tasks, out, logs, adopting=adopting)
+        if "requests" in ready:
             chunk = os.read(stdin.fileno(), 1 << 20)
             if not chunk:
                 break
@@ -234,20 +263,24 @@ def serve() -> None:
                             importlib.import_module(module)
                     continue
                 try:
-                    pid = _fork(request["payload"], (read_fd, write_fd), prctl)
-                except OSError as exc:  # no process left to fork (EAGAIN, ENOMEM): that task fails
-                    why = f"could not start the task process: {exc.strerror or exc}"
+                    pid = _fork(request["payload"], (read_fd, write_fd), prctl, logs)
+                except OSError as exc:  # no log, or no process left to fork (EAGAIN, ENOMEM)
+                    detail = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+                    why = f"could not start the task process: {detail or exc}"
                     error = {"error_type": type(exc).__name__, "message": why}
                     _report(out, {"id": request["id"], "error": error})
                     continue
                 tasks[pid] = request["id"]
                 _report(out, {"id": request["id"], "pid": pid})
-        _reap(tasks, out, adopting=adopting)
-    _stop(tasks, adopting=adopting)
+        _reap(tasks, out, logs, adopting=adopting)
+    selector.unregister(stdin.fileno())
+    selector.unregister(read_fd)
+    _stop(tasks, logs, adopting=adopting)
 
 
-def _stop(tasks: dict[int, int], *, adopting: bool, grace: float = 5.0) -> None:
-    """Stop every task still running: SIGTERM its group, then SIGKILL what outlives `grace`.
+def _stop(tasks: dict[int, int], logs: TaskLogs, *, adopting: bool, grace: float = 5.0) -> None:
+    """Stop every task still running: SIGTERM its group, then SIGKILL what outlives `grace`,
+    passing on what they write meanwhile to their logs.
 
     Then kill whatever the tasks left behind, until this process has no child but the
     services tasks started (which outlive it).
@@ -258,10 +291,11 @@ def _stop(tasks: dict[int, int], *, adopting: bool, grace: float = 5.0) -> None:
         _kill_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while tasks and time.monotonic() < deadline:
-        _reap_quietly(tasks)
-        time.sleep(0.02)
+        _reap_quietly(tasks, logs)
+        logs.wait(0.02)
     for pid in tasks:
         _kill_group(pid, signal.SIGKILL)
+    logs.close()
     while True:
         if adopting:
             _kill_adopted({})
@@ -275,7 +309,7 @@ def _stop(tasks: dict[int, int], *, adopting: bool, grace: float = 5.0) -> None:
             _kill_group(pid, signal.SIGKILL)
 
 
-def _reap_quietly(tasks: dict[int, int]) -> None:
+def _reap_quietly(tasks: dict[int, int], logs: TaskLogs) -> None:
     while True:
         try:
             ended = _next_exited()
@@ -286,6 +320,7 @@ def _reap_quietly(tasks: dict[int, int]) -> None:
             return
         if tasks.pop(ended[0], None) is not None:
             _kill_group(ended[0], signal.SIGKILL)
+            logs.ended(ended[0])
 
 
 if __name__ == "__main__":

@@ -30,12 +30,13 @@ ERROR_FILE = "error.json"
 _masker: Masker | None = None
 
 
-def run_task(payload: dict[str, Any]) -> None:
-    """Entry point in the child. Never returns: the process exits with the task's code."""
+def run_task(payload: dict[str, Any], output: int) -> None:
+    """Entry point in the child; `output` is where its stdout and stderr go (the pipe the fork
+    server passes on to the log). Never returns: the process exits with the task's code."""
     code = 1
     try:
+        _redirect_output(output)
         _prepare(payload)
-        _redirect_output(payload["log_path"])
         if payload.get("env") is not None:
             os.environ.clear()
             os.environ.update(payload["env"])
@@ -120,8 +121,7 @@ def _mask_secrets(payload: dict[str, Any]) -> None:
         mask_output(_masker)
 
 
-def _redirect_output(log_path: str) -> None:
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def _redirect_output(fd: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)

@@ -146,6 +146,8 @@ class LocalExecutor(Executor):
         ]
         payload: dict[str, Any] = {
             "log_path": str(launch.log_path),
+            "log_limit": launch.log_limit,
+            "attempt": launch.attempt,
             "workdir": str(launch.workdir),
             "dirs": [str(launch.workdir / "outputs"), *map(os.path.dirname, seen_artifacts)],
             "stale": sorted(

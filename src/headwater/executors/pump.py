@@ -4,14 +4,14 @@
 except that its stdout and stderr (file descriptors 1 and 2, so whatever writes there: the
 component, a library, a subprocess, a program it execs) are a pipe. The parent becomes the
 pump: it reads the pipe, masks each chunk (`headwater.platform.masking.StreamMasker`) and
-writes the result to the log, until the child ends; then it exits as the child did (its
-code, or the signal that killed it).
+passes the result on (to the fork server, which keeps the log), until the child ends; then it
+exits as the child did (its code, or the signal that killed it).
 
 The pump, not the child, is what the fork server knows as the task, so the task's end is seen
 only once the log holds all of its output: nothing written before the task ended is lost, even
 when the component calls `os._exit` or is killed by a signal. The pump ignores SIGTERM and
 SIGINT, which stop the task's group, so that it can pass on what the child wrote before it
-died. Tasks that use no secret have no pump, no pipe and no extra process.
+died. Tasks that use no secret have no pump and no extra process.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ from headwater.api.artifacts import ArtifactInfo, get_artifact
 from headwater.api.lineage import lineage
 from headwater.api.runs import RunDetails, RunInfo, get_run, list_runs
 from headwater.errors import InvalidArgumentError, NotFoundError
+from headwater.logs import TAIL_BYTES, tail_lines
 from headwater.ui.groups import ITERATIONS_SHOWN
 
 __all__ = [
@@ -197,20 +197,17 @@ def log_path(run_id: str, task: str, *, metadata: str | None) -> Path:
 
 
 def log_tail(path: Path, lines: int) -> str:
-    """The last `lines` lines of `path`, read from the end (a large log is not read whole)."""
+    """The last `lines` lines of `path`, read from its end: at most `headwater.logs.TAIL_BYTES`
+    of it, marked when that stopped short (a log of one long line shows that line's end)."""
     if lines < 1:
         raise InvalidArgumentError(f"tail must be at least 1, got {lines}")
-    block, data = 64 * 1024, b""
-    with path.open("rb") as f:
-        f.seek(0, 2)
-        end = f.tell()
-        while end > 0 and data.count(b"\n") <= lines:
-            start = max(0, end - block)
-            f.seek(start)
-            data = f.read(end - start) + data
-            end = start
-    kept = deque(data.decode("utf-8", errors="replace").splitlines(), maxlen=lines)
-    return "\n".join(kept) + ("\n" if kept else "")
+    kept, short = tail_lines(path, lines)
+    head = (
+        f"[headwater: the last {TAIL_BYTES // 1024} KiB of this log; download it for the rest]\n"
+        if short
+        else ""
+    )
+    return head + "\n".join(kept) + ("\n" if kept else "")
 
 
 def artifact_view(ref: str, *, metadata: str | None) -> dict[str, Any]:

@@ -16,8 +16,8 @@ def read_all(follower: _LogFollower, *, final: bool) -> list[str]:
 
 def test_lines_come_whole_and_in_order_across_reads(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
-    log.write_bytes(b"one\ntw")
     follower = _LogFollower(str(log))
+    log.write_bytes(b"one\ntw")
 
     assert read_all(follower, final=False) == ["one"]  # "tw" waits for its end
     with log.open("ab") as fh:
@@ -34,8 +34,8 @@ def test_a_running_task_is_read_a_budget_at_a_time(
     monkeypatch.setattr(progress, "STREAM_TICK_BUDGET", 32)
     log = tmp_path / "log.txt"
     lines = [f"line {i:03d}" for i in range(20)]  # 9 bytes a line with its newline
-    log.write_text("".join(f"{line}\n" for line in lines))
     follower = _LogFollower(str(log))
+    log.write_text("".join(f"{line}\n" for line in lines))
 
     first = read_all(follower, final=False)
     assert first == lines[: len(first)] and 0 < len(first) < len(lines)
@@ -47,14 +47,25 @@ def test_a_line_longer_than_a_chunk_comes_in_pieces(
 ) -> None:
     monkeypatch.setattr(progress, "STREAM_CHUNK", 8)
     log = tmp_path / "log.txt"
-    log.write_text("x" * 20 + "\nend\n")
     follower = _LogFollower(str(log))
+    log.write_text("x" * 20 + "\nend\n")
 
     pieces = read_all(follower, final=True)
 
     assert "".join(pieces[:-1]) == "x" * 20
     assert all(len(p) <= 16 for p in pieces)  # at most a chunk and the one before it
     assert pieces[-1] == "end"
+
+
+def test_a_retry_is_followed_from_where_the_earlier_attempts_output_ends(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text("attempt 1\n")  # streamed while attempt 1 ran
+    follower = _LogFollower(str(log))
+    with log.open("a") as fh:
+        fh.write("attempt 2\n")
+    assert read_all(follower, final=True) == ["attempt 2"]
 
 
 def test_a_missing_log_reads_as_nothing(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 from ui_harness import PIPELINE, Store, call
 
 import headwater
+from headwater.logs import TAIL_BYTES
 
 
 def test_runs_newest_first_with_metrics_and_durations(store: Store) -> None:
@@ -103,6 +104,22 @@ def test_log_tail_and_full_download(store: Store) -> None:
     assert full.headers["content-disposition"].startswith("attachment")
     missing = call("GET", f"/api/v1/runs/{store.ok}/tasks/nope/log")
     assert missing.status_code == 404 and "evaluate" in missing.json()["error"]
+
+
+def test_the_tail_of_a_log_of_one_huge_line_is_its_bounded_end(store: Store) -> None:
+    [task] = [t for t in headwater.get_run(store.ok).tasks if t.name == "evaluate"]
+    log = Path(task.log_path)
+    kept = log.read_bytes()
+    line = b"".join(b"%09d," % i for i in range(1_000_000))  # one 10 MB line, no newline
+    try:
+        log.write_bytes(kept + line)
+        tail = call("GET", f"/api/v1/runs/{store.ok}/tasks/evaluate/log?tail=200")
+    finally:
+        log.write_bytes(kept)
+    assert tail.status_code == 200
+    first, end = tail.text.split("\n", 1)
+    assert first.startswith("[headwater: the last 1024 KiB of this log")
+    assert end.encode() == line[-TAIL_BYTES:] + b"\n"
 
 
 def outputs(store: Store, run_id: str, task: str) -> dict[str, str]:
