@@ -2,8 +2,9 @@
 with KFP's error body, checked before anything is stored, and never quotes SQL; what it holds
 in memory for a request is bounded.
 
-Real parts only: a `headwater server` subprocess with a token and a 1 MiB body limit, httpx
-sending what a careless or hostile client sends, the server's memory read from /proc.
+Real parts only: a `headwater server` subprocess (on SQLite, and on PostgreSQL) with a token
+and a 1 MiB body limit, httpx sending what a careless or hostile client sends, the server's
+memory read from /proc.
 """
 
 import json
@@ -16,6 +17,7 @@ import httpx
 import pytest
 import yaml
 from kfp import compiler
+from postgres_db import BASE_URL, fresh_database
 from server_harness import adder, kfp_client, running_server
 
 pytestmark = pytest.mark.integration
@@ -24,10 +26,21 @@ TOKEN = "input-t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A server on SQLite, and one on PostgreSQL (where NULs and out-of-range numbers that
+    reached the database failed differently)."""
     home = tmp_path_factory.mktemp("input") / "home"
-    with running_server(home, "--token", TOKEN, "--max-request-mb", "1") as base:
+    args = ("--token", TOKEN, "--max-request-mb", "1")
+    if request.param == "sqlite":
+        with running_server(home, *args) as base:
+            yield base
+        return
+    if not BASE_URL:
+        pytest.skip("set HEADWATER_TEST_POSTGRES_URL for the PostgreSQL runs of these tests")
+    with fresh_database() as url, running_server(home, *args, "--metadata-url", url) as base:
         yield base
 
 
