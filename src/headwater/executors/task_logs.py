@@ -76,7 +76,7 @@ class TaskLogs:
 
     def inherited(self) -> list[int]:
         """The descriptors a newly forked task must close: the other tasks' pipes and logs."""
-        return [fd for out in self._tasks.values() for fd in (out.reader, out.log_fd)]
+        return [fd for out in self._tasks.values() for fd in (out.reader, out.log_fd) if fd >= 0]
 
     def read(self, output: TaskOutput) -> None:
         """Pass on what is in `output`'s pipe now (a chunk at most, so that no chatty task

@@ -63,6 +63,24 @@ def test_a_command_that_succeeds(executor: LocalExecutor, tmp_path: Path) -> Non
     assert (tmp_path / "ok" / "log.txt").read_text() == "hi\n"
 
 
+def test_a_task_that_closed_its_output_leaves_the_next_task_alone(
+    executor: LocalExecutor, tmp_path: Path
+) -> None:
+    """The fork server stops reading a pipe every writer closed, before the task ends; a task
+    forked meanwhile must still start (it once died closing the closed pipe's descriptor)."""
+    quiet = command_launch(tmp_path / "quiet", ["sh", "-c", "exec >&- 2>&-; sleep 1"], task_id=7)
+    executor.submit(quiet)
+    time.sleep(0.3)
+    loud = command_launch(tmp_path / "loud", ["sh", "-c", "echo after"], task_id=8)
+    executor.submit(loud)
+    results: dict[int, TaskResult] = {}
+    deadline = time.monotonic() + 60
+    while len(results) < 2 and time.monotonic() < deadline:
+        results.update((r.task_id, r) for r in executor.wait(0.5))
+    assert results[8].ok and results[7].ok, (results[8].error, results[7].error)
+    assert (tmp_path / "loud" / "log.txt").read_text() == "after\n"
+
+
 def test_a_placeholder_that_does_not_resolve_fails_the_task_not_the_engine(
     executor: LocalExecutor, tmp_path: Path
 ) -> None:
