@@ -199,7 +199,8 @@ def _fork(
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         for fd in (*wake, output.reader, output.log_fd, *logs.inherited()):
-            os.close(fd)
+            with contextlib.suppress(OSError):  # the task needs none of them: close what is open
+                os.close(fd)
         os.setpgid(0, 0)  # its own group, so the engine can stop the task and its children
         if prctl is not None:
             # Adopt what this task orphans (until it ends, then the server does), and die with
