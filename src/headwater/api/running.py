@@ -102,7 +102,6 @@ def run_queued(run_id: str, options: RunOptions, *, heartbeat_s: float = 5.0) ->
 
 
 def _claimed(run_id: str, opts: RunOptions, *, queued: bool, heartbeat_s: float = 5.0) -> Run:
-    from headwater.errors import UserError
     from headwater.processes import process_start
     from headwater.spec.ir import parse_pipeline
 
@@ -127,26 +126,12 @@ def _claimed(run_id: str, opts: RunOptions, *, queued: bool, heartbeat_s: float 
             ),
             run_id=record.run_id,
         )
-    except UserError as exc:
-        if not queued:
-            _give_back(store, record.run_id, host, pid)
-            raise
-        # Nothing ran, and running it the same way again would fail the same way.
-        with contextlib.suppress(Exception):
-            store.finish_run(
-                record.run_id,
-                state="FAILED",
-                outputs={},
-                error={"error_type": type(exc).__name__, "message": str(exc)},
-                finished_at=time.time(),
-            )
-        raise
     except Exception as exc:
         if not queued:
             _give_back(store, record.run_id, host, pid)
             raise
-        # Not a user's mistake, but starting it again would meet it again: the run fails
-        # with what happened (the worker's log has the traceback).
+        # A user's mistake (nothing ran) or not, starting the run again the same way would
+        # meet it again: the run fails with what happened (the worker's log has a traceback).
         with contextlib.suppress(Exception):
             store.finish_run(
                 record.run_id,
