@@ -490,15 +490,19 @@ def test_a_sigkilled_server_loses_nothing(tmp_path: Path) -> None:
         (["--max-concurrent-runs", "0"], "--max-concurrent-runs must be at least 1"),
         (["--executor", "ray"], "--executor must be local or dask"),
         (["--scheduler", "tcp://x:8786"], "--scheduler needs --executor dask"),
+        (["--lease-seconds", "1"], "--lease-seconds must be from 3 to 3600"),
+        (["HEADWATER_TASK_LOG_LIMIT=100"], "HEADWATER_TASK_LOG_LIMIT='100' is not"),
     ],
-    ids=["open-host", "zero-runs", "executor", "scheduler"],
+    ids=["open-host", "zero-runs", "executor", "scheduler", "lease", "log-limit"],
 )
 def test_bad_server_options_are_one_line_and_exit_2(
     tmp_path: Path, args: list[str], named: str
 ) -> None:
+    settings = dict(a.split("=", 1) for a in args if a.startswith("HEADWATER_"))
+    args = [a for a in args if not a.startswith("HEADWATER_")]
     done = subprocess.run(
         [sys.executable, "-m", "headwater", "server", "--port", "1", *args],
-        env=server_env(tmp_path / "home"),
+        env={**server_env(tmp_path / "home"), **settings},
         capture_output=True,
         text=True,
         timeout=60,

@@ -87,6 +87,9 @@ def cmd_server(args: argparse.Namespace) -> int:
     from headwater import _deps
 
     _deps.require_installed(["croniter"], "server", "headwater server's recurring runs")
+    # Read by every run and every artifact read: a bad value stops the server now, not each run.
+    config.task_log_limit()
+    config.artifact_read_limit()
     url = args.server_metadata_url or args.metadata_url or config.metadata_url()
     if url == config.metadata_url():
         config.home().mkdir(parents=True, exist_ok=True)
