@@ -129,3 +129,13 @@ def test_a_0007_store_is_upgraded_with_every_record(database_url: str) -> None:
     spec.loader.exec_module(upgrade)
     rows = upgrade.write_0007_store(database_url)
     upgrade.check_upgraded(database_url, rows)
+
+
+def test_references_a_0007_store_left_dangling_are_dropped(database_url: str) -> None:
+    path = Path(__file__).resolve().parents[1] / "unit" / "metadata" / "upgrade_0007.py"
+    spec = importlib.util.spec_from_file_location("upgrade_0007", path)
+    assert spec is not None and spec.loader is not None
+    upgrade = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(upgrade)
+    rows = upgrade.write_0007_store(database_url, deleted=True)
+    upgrade.check_deleted_references_dropped(database_url, rows)

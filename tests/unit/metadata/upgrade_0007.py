@@ -30,9 +30,15 @@ EXPECTED = {
 }
 
 
-def write_0007_store(url: str) -> dict[str, list[dict[str, Any]]]:
-    """Migrate an empty database at `url` to 0007 and load the dump's rows into it."""
+def write_0007_store(url: str, *, deleted: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """Migrate an empty database at `url` to 0007 and load the dump's rows into it; with
+    `deleted`, without its experiment and its uploaded version "v2", which 0007 deleted and
+    left runs and the recurring run naming (it had no foreign keys)."""
     rows: dict[str, list[dict[str, Any]]] = json.loads(DUMP.read_text())
+    if deleted:
+        rows["kfp_experiments"] = []
+        versions = rows["kfp_pipeline_versions"]
+        rows["kfp_pipeline_versions"] = [v for v in versions if v["display_name"] != "v2"]
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
@@ -101,3 +107,17 @@ def check_upgraded(url: str, rows: dict[str, list[dict[str, Any]]]) -> None:
             assert not {t for t in tables if t.startswith("kfp_")}
     finally:
         engine.dispose()
+
+
+def check_deleted_references_dropped(url: str, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """A 0007 store whose experiment and version "v2" were deleted opens, migrated: its runs
+    are kept without the experiment, the run of "v2" with the version it ran, and the
+    recurring run of "v2", which could never fire, is not kept."""
+    with SqlMetadataStore(url) as store:
+        runs = {r.display_name: r for r in store.list_runs()}
+        assert {n: (r.state, r.starts) for n, r in runs.items()} == EXPECTED
+        assert all(r.experiment_id is None for r in runs.values())
+        by_version = runs["by version"]
+        assert by_version.pipeline_id is None and by_version.pipeline == "adder"
+        assert by_version.pipeline_version_id == runs["inline run"].pipeline_version_id
+        assert store.get_recurring_run(rows["kfp_recurring_runs"][0]["recurring_run_id"]) is None

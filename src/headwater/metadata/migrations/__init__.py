@@ -101,7 +101,7 @@ def _upgrade_on(conn: Connection) -> None:
             raw.execute("PRAGMA foreign_keys = ON")
     if raw is not None:
         broken = raw.execute("PRAGMA foreign_key_check").fetchall()
-        if broken:  # never by a revision of ours; said once, the data is left as it is
+        if broken:  # said once, the data is left as it is
             logging.getLogger(__name__).warning(
                 "metadata store: %d rows refer to records that do not exist (first: %s)",
                 len(broken),

@@ -5,6 +5,7 @@ of 0007, the versions table's writer, merging `kfp_runs` into `runs`, and, going
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -26,6 +27,8 @@ NEVER_STARTED = {
     "SKIPPED": "SUCCEEDED",
 }
 JSON = sa.JSON(none_as_null=True)
+#: States only a run the server took can be in.
+_SERVER_ONLY = ("QUEUED", "CANCELING", "CANCELED")
 
 
 def json_value(value: Any) -> Any:
@@ -72,9 +75,12 @@ class Versions:
             sa.column("created_at"),
         )
         self._implicit: dict[tuple[str, str], str] = {}
+        #: Every version written.
+        self.ids: set[str] = set()
 
     def add(self, row: dict[str, Any]) -> str:
         self.bind.execute(self.table.insert().values(**row))
+        self.ids.add(row["pipeline_version_id"])
         if row["pipeline_id"] is None:
             self._implicit[(row["name"], row["digest"])] = row["pipeline_version_id"]
         return str(row["pipeline_version_id"])
@@ -98,8 +104,24 @@ class Versions:
         )
 
 
-def merge_kfp_runs(bind: sa.Connection, kfp_runs: list[dict[str, Any]], versions: Versions) -> None:
-    """Each `kfp_runs` row onto its run, or, for one no worker started, a run of its own."""
+def dropped(kind: str, ident: str, why: str) -> None:
+    """Say that a record 0008 cannot hold is left behind (0007 let its references dangle)."""
+    logging.getLogger("headwater.metadata.migrations").warning(
+        "metadata store: %s %s is not kept: %s", kind, ident, why
+    )
+
+
+def merge_kfp_runs(
+    bind: sa.Connection,
+    kfp_runs: list[dict[str, Any]],
+    versions: Versions,
+    experiment_ids: set[str],
+) -> None:
+    """Each `kfp_runs` row onto its run, or, for one no worker started, a run of its own.
+
+    References 0007 left dangling are dropped: an experiment that is gone becomes none; a run
+    that started keeps the version it ran when its uploaded version is gone; one that never
+    started and has no version left is not kept (said in a warning)."""
     runs = sa.table(
         "runs",
         *(
@@ -134,14 +156,16 @@ def merge_kfp_runs(bind: sa.Connection, kfp_runs: list[dict[str, Any]], versions
         shared = {
             "display_name": row["display_name"],
             "description": row["description"],
-            "experiment_id": row["experiment_id"] or None,
+            "experiment_id": row["experiment_id"]
+            if row["experiment_id"] in experiment_ids
+            else None,
             "namespace": row["namespace"],
             "storage_state": row["storage_state"],
             "recurring_run_id": row["recurring_run_id"],
             "scheduled_at": row["scheduled_at"],
             "starts": row["starts"],
         }
-        if json_value(row["pipeline_spec"]) is None and row["pipeline_version_id"]:
+        if json_value(row["pipeline_spec"]) is None and row["pipeline_version_id"] in versions.ids:
             shared["pipeline_version_id"] = row["pipeline_version_id"]  # the uploaded version
         state = known.get(row["run_id"])
         if state is not None:
@@ -153,6 +177,9 @@ def merge_kfp_runs(bind: sa.Connection, kfp_runs: list[dict[str, Any]], versions
         spec = json_value(row["pipeline_spec"])
         if spec is not None:
             shared["pipeline_version_id"] = versions.implicit(ir_of(spec), row["created_at"])
+        if "pipeline_version_id" not in shared:
+            dropped("run", row["run_id"], "it never started and its pipeline version was deleted")
+            continue
         error = {"error_type": "RunError", "message": row["error"]} if row["error"] else None
         bind.execute(
             runs.insert().values(
@@ -241,7 +268,8 @@ def restore_0007_records(
             "recurring_run_id": r["recurring_run_id"],
         }
         for r in runs
-        if r["starts"] or r["experiment_id"]
+        # The server's runs (`headwater run` names none, and never queues or cancels one).
+        if r["starts"] or r["experiment_id"] or r["display_name"] or r["state"] in _SERVER_ONLY
     ]
     if kfp_runs:
         plain = [k for k in kfp_runs[0] if k not in ("pipeline_spec", "runtime_config")]

@@ -23,6 +23,7 @@ from alembic import op
 from headwater.metadata.encoding import ir_digest
 from headwater.metadata.migrations.moves import (
     Versions,
+    dropped,
     ir_name,
     ir_of,
     json_value,
@@ -110,12 +111,18 @@ def upgrade() -> None:
                 "created_at": row["created_at"],
             }
         )
+    # 0007 had no foreign keys: a deleted pipeline, version or experiment could leave rows
+    # naming it. Those references are dropped here, never carried into the new keys.
+    named_ids = {row["pipeline_id"] for row in named}
+    experiment_ids = {row["experiment_id"] for row in experiments}
     for row in uploaded:
         ir = ir_of(json_value(row["pipeline_spec"]))
         versions.add(
             {
                 "pipeline_version_id": row["pipeline_version_id"],
-                "pipeline_id": row["pipeline_id"],
+                # A version whose pipeline was deleted stays, detached, as a deleted version's
+                # runs keep theirs (see `delete_pipeline`).
+                "pipeline_id": row["pipeline_id"] if row["pipeline_id"] in named_ids else None,
                 "name": ir_name(ir),
                 "digest": ir_digest(ir),
                 "display_name": row["display_name"],
@@ -175,7 +182,7 @@ def upgrade() -> None:
         ):
             batch.create_index(batch.f(f"ix_runs_{column}"), [column], unique=False)
     op.drop_table("pipelines")
-    merge_kfp_runs(bind, kfp_runs, versions)
+    merge_kfp_runs(bind, kfp_runs, versions, experiment_ids)
 
     op.create_table(
         "pipelines",
@@ -240,6 +247,9 @@ def upgrade() -> None:
             if spec is None
             else versions.implicit(ir_of(spec), row["created_at"])
         )
+        if version not in versions.ids:  # its version was deleted: it could never fire
+            dropped("recurring run", row["recurring_run_id"], "its pipeline version was deleted")
+            continue
         plain = (
             "pipeline_spec",
             "pipeline_id",
@@ -260,7 +270,9 @@ def upgrade() -> None:
             .insert()
             .values(
                 **{k: v for k, v in row.items() if k not in plain},
-                experiment_id=row["experiment_id"] or None,
+                experiment_id=row["experiment_id"]
+                if row["experiment_id"] in experiment_ids
+                else None,
                 runtime_config=json_value(row["runtime_config"]),
                 trigger=json_value(row["trigger"]),
                 pipeline_version_id=version,
