@@ -121,6 +121,34 @@ def test_six_processes_claim_one_run_and_exactly_one_gets_it(
     scenarios.exactly_one_claims(said, store, "r")
 
 
+def test_runs_of_one_new_pipeline_recorded_at_once_share_one_version(
+    make_store: Callable[[], SqlMetadataStore],
+) -> None:
+    """Engines that record a new IR at the same moment (a server's workers) get one version
+    of it (PostgreSQL's READ COMMITTED let each insert its own)."""
+    import threading
+
+    stores = [make_store() for _ in range(4)]
+    barrier = threading.Barrier(len(stores))
+
+    def record(k: int) -> None:
+        barrier.wait()
+        for n in range(20):
+            scenarios.add_run(stores[k], f"r{k}-{n}", version=f"ir-{n}")
+
+    threads = [threading.Thread(target=record, args=(k,)) for k in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    runs = stores[0].list_runs(limit=200)
+    assert len(runs) == 80
+    by_ir: dict[str, set[str]] = {}
+    for run in runs:
+        by_ir.setdefault(run.pipeline_version, set()).add(run.pipeline_version_id or "")
+    assert len(by_ir) == 20 and all(len(ids) == 1 for ids in by_ir.values()), by_ir
+
+
 def test_a_0007_store_is_upgraded_with_every_record(database_url: str) -> None:
     path = Path(__file__).resolve().parents[1] / "unit" / "metadata" / "upgrade_0007.py"
     spec = importlib.util.spec_from_file_location("upgrade_0007", path)

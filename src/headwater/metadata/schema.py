@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     UniqueConstraint,
+    text,
 )
 
 NAMING = {
@@ -70,7 +71,16 @@ PIPELINE_VERSIONS = Table(
     Column("ir", Json, nullable=False),
     Column("created_at", Double, nullable=False),
     UniqueConstraint("pipeline_id", "display_name"),
-    Index("ix_pipeline_versions_name_digest", "name", "digest"),
+    # One unuploaded version per IR and name: two engines that record a new IR at once
+    # meet here, and the loser's retry finds the winner's (`queries.unuploaded_version`).
+    Index(
+        "uq_pipeline_versions_unuploaded",
+        "name",
+        "digest",
+        unique=True,
+        sqlite_where=text("pipeline_id IS NULL"),
+        postgresql_where=text("pipeline_id IS NULL"),
+    ),
 )
 
 #: A group of runs (KFP's Experiment), unique by name in its namespace.

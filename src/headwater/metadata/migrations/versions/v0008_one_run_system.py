@@ -206,7 +206,14 @@ def upgrade() -> None:
             ["pipeline_id"],
         )
         batch.create_index(batch.f("ix_pipeline_versions_pipeline_id"), ["pipeline_id"])
-        batch.create_index("ix_pipeline_versions_name_digest", ["name", "digest"])
+    op.create_index(
+        "uq_pipeline_versions_unuploaded",
+        "pipeline_versions",
+        ["name", "digest"],
+        unique=True,
+        sqlite_where=sa.text("pipeline_id IS NULL"),
+        postgresql_where=sa.text("pipeline_id IS NULL"),
+    )
 
     op.create_table(
         "recurring_runs",
