@@ -14,6 +14,7 @@ No SQLAlchemy here: `headwater run` imports this module before its first task.
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -39,9 +40,30 @@ def configure(dbapi_connection: Any, *, wal: bool = True) -> None:
     cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA foreign_keys = ON")
     if wal:
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _use_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.close()
+
+
+def _use_wal(cursor: Any) -> None:
+    """Put the file in WAL mode unless it is already.
+
+    Switching a new file to WAL takes its exclusive lock, and SQLite answers "database is
+    locked" at once, without its busy handler, while another connection is switching it too
+    (two servers or engines opening one new store): retry that until the busy timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    attempt = 0
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_locked(str(exc)) or time.monotonic() > deadline:
+                raise
+        time.sleep(min(0.01 * 2**attempt, 0.5))
+        attempt += 1
 
 
 def begin_statement(*, write: bool) -> str:

@@ -257,6 +257,33 @@ def test_a_lock_held_too_long_is_a_storage_error(
             blocker.close()
 
 
+def test_connections_opening_one_new_file_at_once_all_get_wal(tmp_path: Path) -> None:
+    # Switching to WAL answers "locked" without waiting while another connection switches
+    # the same new file (two deploys at once failed so): each of four must still succeed.
+    failures: list[Exception] = []
+
+    def open_and_write(path: Path) -> None:
+        try:
+            conn = sqlite3.connect(path, timeout=30)
+            sqlite.configure(conn)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+            conn.execute("COMMIT")
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            conn.close()
+        except Exception as exc:  # collected and asserted below
+            failures.append(exc)
+
+    for trial in range(60):
+        path = tmp_path / f"new-{trial}.db"
+        threads = [threading.Thread(target=open_and_write, args=(path,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+
+
 @pytest.mark.slow
 def test_eight_processes_write_one_new_database_at_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
