@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from cli_harness import process_gone, wait_for
 from postgres_db import BASE_URL, fresh_database
 from server_harness import held, kfp_client, marked, start_server, stop, wait_state
@@ -125,6 +126,18 @@ def test_each_run_executes_exactly_once_across_servers_and_a_server_killed(
     assert max(counted.values()) == 1, [t for t, n in counted.items() if n > 1]
 
 
+def _held_run(client: Any, url: str, counter: Path, pid_file: Path, gate: Path) -> Any:
+    """Start a `held` run and wait for its held task; returns its id and record then."""
+    run_id = client.create_run_from_pipeline_func(
+        held, arguments={"counter": str(counter), "pid_file": str(pid_file), "gate": str(gate)}
+    ).run_id
+    wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", 60, "the task")
+    with SqlMetadataStore(url) as store:
+        taken = store.get_run(run_id)
+    assert taken is not None and taken.engine_pid
+    return run_id, taken
+
+
 @needs_unshare
 def test_a_dead_machines_runs_are_resumed_by_another_server_within_its_lease(
     tmp_path: Path,
@@ -137,15 +150,8 @@ def test_a_dead_machines_runs_are_resumed_by_another_server_within_its_lease(
             tmp_path / "b", "--metadata-url", url, "--lease-seconds", "3", prefix=ANOTHER_MACHINE
         )
         try:
-            client_b = kfp_client(base_b)
-            run_id = client_b.create_run_from_pipeline_func(
-                held,
-                arguments={"counter": str(counter), "pid_file": str(pid_file), "gate": str(gate)},
-            ).run_id
-            wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", 60, "the task")
-            with SqlMetadataStore(url) as store:
-                taken = store.get_run(run_id)
-            assert taken is not None and taken.engine_host == "another-machine"
+            run_id, taken = _held_run(kfp_client(base_b), url, counter, pid_file, gate)
+            assert taken.engine_host == "another-machine"
             # The other machine dies: its server, its worker and the task, all at once.
             for pid in (elsewhere.pid, taken.engine_pid, int(pid_file.read_text())):
                 with contextlib.suppress(ProcessLookupError):
@@ -205,3 +211,60 @@ def test_a_terminate_reaches_a_run_on_another_machine(tmp_path: Path) -> None:
                 stop(proc_a)
         finally:
             stop(proc_b)
+
+
+def test_a_worker_cut_off_from_the_database_leaves_its_run_before_its_lease_ends(
+    tmp_path: Path,
+) -> None:
+    # Another server takes a run over once its lease ends; the worker that held it must have
+    # stopped by then, or the run would execute twice. Cut off (its database refuses it), the
+    # worker leaves after half its lease, and its server resumes the run once it is back.
+    if not BASE_URL:
+        pytest.skip("set HEADWATER_TEST_POSTGRES_URL: the database is cut off on PostgreSQL")
+    lease_s = 6.0
+    with fresh_database() as url:
+        counter, pid_file, gate = tmp_path / "n", tmp_path / "pid", tmp_path / "gate"
+        proc, base = start_server(
+            tmp_path / "a", "--metadata-url", url, "--lease-seconds", str(lease_s)
+        )
+        # From the database the tests start from: one cannot refuse connections to its own.
+        name = sa.make_url(url).database
+        admin_url = sa.make_url(url).set(database=sa.make_url(BASE_URL).database)
+        admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+        try:
+            client = kfp_client(base)
+            run_id, taken = _held_run(client, url, counter, pid_file, gate)
+            task_pid = int(pid_file.read_text())
+            with admin.connect() as conn:
+                conn.execute(sa.text(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false'))
+                cut = time.monotonic()
+                conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": name},
+                )
+            try:
+                # Renewed at most lease/6 before the cut, its lease ends no sooner than this.
+                wait_for(lambda: process_gone(taken.engine_pid), lease_s * 5 / 6, "the worker")
+                wait_for(lambda: process_gone(task_pid), lease_s * 5 / 6, "its task")
+            finally:
+                with admin.connect() as conn:
+                    conn.execute(sa.text(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true'))
+            assert time.monotonic() - cut < lease_s * 5 / 6
+            said = (tmp_path / "a" / "server-logs" / f"{run_id}.log").read_text()
+            assert f"run {run_id} could not renew its lease for half of it" in said
+            # The server said once that its database was unreachable, without a traceback.
+            log = (tmp_path / "server.log").read_text()
+            assert "Traceback" not in log and "not currently accepting connections" in log
+            pid_file.unlink()
+            wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", 60, "the resume")
+            gate.write_text("go")
+            run = client.wait_for_run_completion(run_id, 60, sleep_duration=0.1)
+            assert run.state == "SUCCEEDED"
+            assert counter.read_text() == "x"  # the finished task was not run again
+        finally:
+            gate.write_text("go")  # a task left waiting would keep its worker on the database
+            admin.dispose()
+            stop(proc)

@@ -13,12 +13,13 @@ import os
 import socket
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from headwater.engine.options import RunOptions
 from headwater.engine.result import Run
 from headwater.engine.runner import execute, executor_for, open_metadata
 from headwater.errors import NotFoundError
+from headwater.metadata.base import ACTIVE_RUN_STATES
 
 __all__ = ["Run", "RunOptions", "resume", "run", "run_queued"]
 
@@ -84,24 +85,28 @@ def resume(run_id: str, *, options: RunOptions | None = None, **settings: Any) -
     return _claimed(run_id, RunOptions.build(options, **settings), queued=False)
 
 
-def run_queued(run_id: str, options: RunOptions, *, heartbeat_s: float = 5.0) -> Run:
+def run_queued(run_id: str, options: RunOptions, *, lease_s: float = 30.0) -> Run:
     """Take a QUEUED run from the queue (`headwater server`'s workers) and run it to its end.
 
     As `resume`, but the run must be QUEUED; a setup that fails before the engine starts (a
     package that does not install, a pipeline root that cannot be written) ends it FAILED
-    with the reason, where `resume` leaves it INTERRUPTED to try again. While it runs, its
-    lease is renewed every `heartbeat_s` seconds (`MetadataStore.heartbeat_run`): a terminate
-    seen there (from a server on another machine) stops it as SIGTERM does, and a run another
-    server took over (this worker's lease lapsed) is left at once, without another write.
+    with the reason, where `resume` leaves it INTERRUPTED to try again.
+
+    While it runs, this worker holds a lease on it: `lease_s` seconds, renewed every sixth of
+    that (`MetadataStore.renew_lease`). A terminate seen there (from a server on another
+    machine) stops it as SIGTERM does. A run another server took over is left at once, and a
+    worker that could not renew for half its lease (its machine cut off from the database)
+    leaves its run before the lease ends, so before another server may take it over; the
+    run's end is recorded only while this worker holds it.
 
     Raises:
         RunClaimedError: It is not QUEUED (canceled meanwhile, or taken by another worker).
         UserError: As `resume`; the run is FAILED.
     """
-    return _claimed(run_id, options, queued=True, heartbeat_s=heartbeat_s)
+    return _claimed(run_id, options, queued=True, lease_s=lease_s)
 
 
-def _claimed(run_id: str, opts: RunOptions, *, queued: bool, heartbeat_s: float = 5.0) -> Run:
+def _claimed(run_id: str, opts: RunOptions, *, queued: bool, lease_s: float = 30.0) -> Run:
     from headwater.processes import process_start
     from headwater.spec.ir import parse_pipeline
 
@@ -110,10 +115,18 @@ def _claimed(run_id: str, opts: RunOptions, *, queued: bool, heartbeat_s: float 
     # reading and claiming the run need the full store.
     store = stores.full()
     host, pid = socket.gethostname(), os.getpid()
-    record = store.claim_run(
-        run_id, engine_host=host, engine_pid=pid, engine_started=process_start(pid), queued=queued
-    ) if queued else _claim_for_resume(store, run_id, host, pid)  # fmt: skip
-    lease = _Lease(store, record.run_id, host, pid, heartbeat_s) if queued else None
+    if queued:
+        record = store.claim_run(
+            run_id,
+            engine_host=host,
+            engine_pid=pid,
+            engine_started=process_start(pid),
+            queued=True,
+            lease_until=time.time() + lease_s,
+        )
+    else:
+        record = _claim_for_resume(store, run_id, host, pid)
+    lease = _Lease(store, record.run_id, host, pid, lease_s) if queued else None
     try:
         doc = store.get_pipeline_ir(record.run_id)
         if doc is None:
@@ -139,6 +152,8 @@ def _claimed(run_id: str, opts: RunOptions, *, queued: bool, heartbeat_s: float 
                 outputs={},
                 error={"error_type": type(exc).__name__, "message": str(exc)},
                 finished_at=time.time(),
+                engine_host=host,
+                engine_pid=pid,
             )
         raise
     except BaseException:
@@ -152,11 +167,11 @@ def _claimed(run_id: str, opts: RunOptions, *, queued: bool, heartbeat_s: float 
 class _Lease:
     """A thread renewing a queued run's lease while this process runs it (see `run_queued`)."""
 
-    def __init__(self, store: Any, run_id: str, host: str, pid: int, every_s: float) -> None:
+    def __init__(self, store: Any, run_id: str, host: str, pid: int, lease_s: float) -> None:
         import threading
 
         self._store, self._run_id, self._host, self._pid = store, run_id, host, pid
-        self._every = every_s
+        self._lease_s = lease_s
         self._stopped = threading.Event()
         self._canceling = False
         threading.Thread(target=self._beat, name="headwater-lease", daemon=True).start()
@@ -166,28 +181,40 @@ class _Lease:
 
     def _beat(self) -> None:
         import signal
-        import sys
 
-        while not self._stopped.wait(self._every):
+        renewed = time.monotonic()
+        while not self._stopped.wait(self._lease_s / 6):
             try:
-                state = self._store.heartbeat_run(
-                    self._run_id, engine_host=self._host, engine_pid=self._pid
+                state = self._store.renew_lease(
+                    self._run_id,
+                    engine_host=self._host,
+                    engine_pid=self._pid,
+                    lease_until=time.time() + self._lease_s,
                 )
-            except Exception:  # the store unreachable for a moment: the lease may lapse
+            except Exception:  # the store unreachable: the lease runs on, for a while
+                if time.monotonic() - renewed > self._lease_s / 2:
+                    self._leave(
+                        "could not renew its lease for half of it (the database is "
+                        "unreachable): leaving it before another server takes it over"
+                    )
                 continue
+            renewed = time.monotonic()
             if self._stopped.is_set():
                 return
             if state is None:
-                print(
-                    f"headwater: run {self._run_id} was taken over by another server (this "
-                    "worker's lease lapsed): stopping without another write",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                os._exit(75)  # its task processes end with this process (the fork server's rule)
+                self._leave("was taken over by another server (this worker's lease lapsed)")
             if state == "CANCELING" and not self._canceling:
                 self._canceling = True
                 os.kill(os.getpid(), signal.SIGTERM)
+            if state not in ACTIVE_RUN_STATES:
+                return  # this worker ended it: nothing left to hold
+
+    def _leave(self, why: str) -> NoReturn:
+        import sys
+
+        message = f"headwater: run {self._run_id} {why}; stopping without another write"
+        print(message, file=sys.stderr, flush=True)
+        os._exit(75)  # its task processes end with this process (the fork server's rule)
 
 
 def _claim_for_resume(store: Any, run_id: str, host: str, pid: int) -> Any:

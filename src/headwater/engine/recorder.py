@@ -205,8 +205,16 @@ class MetadataRecorder(RunHooks):
         self.store.create_run(record, ir=dict(self.ir.raw))
 
     def _finish(self, run_id: str, state: str, outputs: dict[str, Any], error: Any) -> None:
+        # Only while this engine holds the run: one whose run another server took over
+        # (its lease lapsed) must not end it.
         self.store.finish_run(
-            run_id, state=state, outputs=outputs, error=error, finished_at=time.time()
+            run_id,
+            state=state,
+            outputs=outputs,
+            error=error,
+            finished_at=time.time(),
+            engine_host=socket.gethostname(),
+            engine_pid=os.getpid(),
         )
 
     def _record_execution(self, execution: ExecutionRecord) -> None:

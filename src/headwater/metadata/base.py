@@ -92,7 +92,7 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0009_run_heartbeat"
+SCHEMA_HEAD = "0009_run_lease"
 
 
 class MetadataStore(CatalogStore):
@@ -121,9 +121,14 @@ class MetadataStore(CatalogStore):
         outputs: dict[str, Any],
         error: dict[str, Any] | None,
         finished_at: float,
+        engine_host: str | None = None,
+        engine_pid: int | None = None,
     ) -> None:
         """Set a run's final state, outputs and error. A run being canceled (CANCELING) that
-        ends FAILED or INTERRUPTED is CANCELED; one that ends SUCCEEDED stays so."""
+        ends FAILED or INTERRUPTED is CANCELED; one that ends SUCCEEDED stays so.
+
+        With `engine_host` and `engine_pid`, only while that engine holds the run, RUNNING or
+        CANCELING: an engine whose run another took over writes nothing."""
 
     @abc.abstractmethod
     def claim_run(
@@ -134,10 +139,12 @@ class MetadataStore(CatalogStore):
         engine_pid: int,
         engine_started: str = "",
         queued: bool = False,
+        lease_until: float | None = None,
     ) -> RunRecord:
         """Take a run for an engine, atomically: a FAILED, CANCELED or INTERRUPTED one (to
         resume it), or with `queued` a QUEUED one (a worker taking it from the queue; its
-        `starts` goes up by one and `scheduled_at` is set the first time).
+        `starts` goes up by one and `scheduled_at` is set the first time). A queue worker's
+        lease runs to `lease_until` (see `renew_lease`).
 
         The run becomes RUNNING under `engine_host`/`engine_pid` only if it is still in such
         a state when the store applies the change (a conditional update, not a read then a
@@ -198,11 +205,14 @@ class MetadataStore(CatalogStore):
         finished_at: float,
         engine_host: str | None = None,
         engine_pid: int | None = None,
+        lapsed_before: float | None = None,
     ) -> None:
         """Mark a RUNNING run INTERRUPTED and its RUNNING executions FAILED.
 
         With `engine_host` and `engine_pid`, only while that engine still holds the run: an
-        engine found dead must not take the run from one that claimed it since.
+        engine found dead must not take the run from one that claimed it since. With
+        `lapsed_before`, only while its lease ends before that time: a lease renewed since
+        it was seen to lapse keeps the run.
         """
 
     @abc.abstractmethod
@@ -214,9 +224,12 @@ class MetadataStore(CatalogStore):
         The queue's compare-and-set: of two writers racing, one wins."""
 
     @abc.abstractmethod
-    def heartbeat_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> str | None:
-        """Renew the lease of the queue worker holding a run; the run's state (RUNNING or
-        CANCELING), or None when that worker no longer holds it."""
+    def renew_lease(
+        self, run_id: str, *, engine_host: str, engine_pid: int, lease_until: float
+    ) -> str | None:
+        """Renew the lease of the queue worker holding a run to `lease_until`; the run's
+        state (RUNNING, CANCELING, or how that worker ended it), or None when that worker no
+        longer holds it."""
 
     @abc.abstractmethod
     def update_run(self, run_id: str, **values: Any) -> None:

@@ -192,6 +192,8 @@ class SqliteWriter(LiteDatabase):
         outputs: dict[str, Any],
         error: dict[str, Any] | None,
         finished_at: float,
+        engine_host: str | None = None,
+        engine_pid: int | None = None,
     ) -> None:
         """`SqlMetadataStore.finish_run`."""
 
@@ -202,13 +204,19 @@ class SqliteWriter(LiteDatabase):
             else "CASE WHEN state = 'CANCELING' THEN 'CANCELED' ELSE ? END"
         )
 
+        held, holder = "", []  # only while that engine holds it (`SqlMetadataStore.finish_run`)
+        if engine_host is not None and engine_pid is not None:
+            held = " AND engine_host = ? AND engine_pid = ? AND state IN ('RUNNING', 'CANCELING')"
+            holder = [engine_host, engine_pid]
+
         def write(conn: sqlite3.Connection) -> None:
             done = conn.execute(
                 f"UPDATE runs SET state = {ended}, outputs = ?, error = ?, finished_at = ? "
-                "WHERE run_id = ?",
-                (state, json_column(outputs), json_column(error), finished_at, run_id),
+                f"WHERE run_id = ?{held}",
+                (state, json_column(outputs), json_column(error), finished_at, run_id, *holder),
             )
-            if done.rowcount == 0:
+            exists = conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if done.rowcount == 0 and exists is None:
                 raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
 
         self._transaction(write)

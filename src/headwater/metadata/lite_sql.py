@@ -56,7 +56,7 @@ def run_row(run: RunRecord, version_id: str, created_at: float) -> dict[str, Any
         "recurring_run_id": run.recurring_run_id,
         "scheduled_at": run.scheduled_at,
         "starts": run.starts,
-        "heartbeat_at": run.heartbeat_at,
+        "lease_until": run.lease_until,
     }
 
 

@@ -118,7 +118,7 @@ def run_record(r: Row[Any]) -> RunRecord:
         recurring_run_id=r.recurring_run_id,
         scheduled_at=r.scheduled_at,
         starts=r.starts,
-        heartbeat_at=r.heartbeat_at,
+        lease_until=r.lease_until,
     )
 
 

@@ -47,6 +47,8 @@ class RunRecorder(Protocol):
         outputs: dict[str, Any],
         error: dict[str, Any] | None,
         finished_at: float,
+        engine_host: str | None = None,
+        engine_pid: int | None = None,
     ) -> None: ...
 
     def record_execution(self, execution: ExecutionRecord) -> int: ...

@@ -65,8 +65,9 @@ class RunRecord:
     scheduled_at: float | None = None
     #: Workers that took it from the queue; 0 for a run that was never queued.
     starts: int = 0
-    #: When the queue worker holding it last beat (its lease), None when none holds it.
-    heartbeat_at: float | None = None
+    #: When the lease of the queue worker holding it expires unless renewed (its own
+    #: server's `--lease-seconds` after its last renewal); None when none holds it.
+    lease_until: float | None = None
 
 
 @dataclass

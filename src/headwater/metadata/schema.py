@@ -139,9 +139,9 @@ RUNS = Table(
     Column("scheduled_at", Double),
     # Workers that took it from the queue (0: never queued, as `headwater run`'s runs).
     Column("starts", Integer, nullable=False),
-    # When its queue worker last said it still runs it: the lease another server may take
-    # over once it lapses (NULL: no queue worker holds it).
-    Column("heartbeat_at", Double),
+    # When the lease of the queue worker holding it expires unless renewed; past it, another
+    # server may take the run over (NULL: no queue worker holds it).
+    Column("lease_until", Double),
 )
 
 #: One executor task of a run (unique by run and task name).

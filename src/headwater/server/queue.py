@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
-from headwater.errors import UserError
+from headwater.errors import StorageError, UserError
 from headwater.metadata.base import ACTIVE_RUN_STATES, MetadataStore, Page, Predicate, RunRecord
 from headwater.metadata.reconcile import engine_dead
 from headwater.server.operations import NewRun, RunOperations
@@ -57,19 +57,20 @@ class QueueSettings:
     scheduler: str | None = None
     install_packages: bool = True
     log_dir: str | None = None
-    #: A run held by a worker on another machine whose lease was last renewed this long ago
-    #: is taken over (its machine, or its connection to the store, is gone).
+    #: How long the lease of this server's workers on their runs lasts unless renewed: a run
+    #: held by a worker on another machine is taken over once its lease ends (its machine,
+    #: or its connection to the store, is gone).
     lease_s: float = 30.0
 
     @property
     def worker(self) -> WorkerSettings:
-        """What each worker is told: renew a run's lease six times per `lease_s`."""
+        """What each worker is told: hold a run's lease for `lease_s`."""
         return WorkerSettings(
             metadata_url=self.metadata_url,
             executor=self.executor,
             scheduler=self.scheduler,
             install_packages=self.install_packages,
-            heartbeat_s=self.lease_s / 6,
+            lease_s=self.lease_s,
         )
 
 
@@ -187,10 +188,18 @@ class RunQueue:
         self._wake.set()
 
     def _loop(self) -> None:
+        unreachable = ""  # the store's last error, said once until it answers again
         while not self._stop.is_set():
             try:
                 self._dispatch()
-            except Exception:  # a store hiccup must not stop the queue for good
+                if unreachable:
+                    _log.warning("run queue: the metadata store answers again")
+                unreachable = ""
+            except StorageError as exc:  # the database unreachable: one line, not each tick
+                if str(exc) != unreachable:
+                    _log.warning("run queue: %s; retrying every tick", exc)
+                unreachable = str(exc)
+            except Exception:  # anything else must not stop the queue for good either
                 _log.exception("run queue: dispatch failed; retrying")
             self._wake.wait(self.tick)
             self._wake.clear()
@@ -201,8 +210,10 @@ class RunQueue:
         active = 0
         for run in self.store.queue_runs(states=(*ACTIVE_RUN_STATES, "INTERRUPTED")):
             self._handed.pop(run.run_id, None)  # taken by its worker
-            if run.state == "INTERRUPTED" or engine_dead(run) or self._lapsed(run):
+            if run.state == "INTERRUPTED" or engine_dead(run):
                 self._ended(run)
+            elif self._lapsed(run):
+                self._ended(run, lapsed=True)
             else:
                 active += 1
         now = time.monotonic()
@@ -223,11 +234,11 @@ class RunQueue:
             free -= 1
 
     def _lapsed(self, run: RunRecord) -> bool:
-        """True for a run held by a worker on another machine whose lease lapsed (one on this
+        """True for a run held by a worker on another machine whose lease ended (one on this
         machine is judged by its pid and start time, `engine_dead`)."""
-        if run.engine_host == self.launcher.host or run.heartbeat_at is None:
+        if run.engine_host == self.launcher.host or run.lease_until is None:
             return False
-        return time.time() - run.heartbeat_at > self.settings.lease_s
+        return time.time() > run.lease_until
 
     def _hear_launcher(self) -> None:
         """Forget runs whose worker ended before taking them (canceled meanwhile, or it
@@ -239,17 +250,20 @@ class RunQueue:
             elif "exit" in event:
                 self._handed.pop(str(event["run_id"]), None)
 
-    def _ended(self, run: RunRecord) -> None:
-        """A run whose worker is gone: CANCELED if it was being canceled, else back in the
-        queue to be resumed, or FAILED after `MAX_STARTS` workers."""
+    def _ended(self, run: RunRecord, *, lapsed: bool = False) -> None:
+        """A run whose worker is gone (or, `lapsed`, whose worker's lease ended): CANCELED if
+        it was being canceled, else back in the queue to be resumed, or FAILED after
+        `MAX_STARTS` workers."""
         now = time.time()
         if run.state in ACTIVE_RUN_STATES:
-            # RUNNING -> INTERRUPTED, CANCELING -> CANCELED; its running tasks FAILED.
+            # RUNNING -> INTERRUPTED, CANCELING -> CANCELED; its running tasks FAILED. Not
+            # if its worker renewed its lease since it was read.
             self.store.mark_interrupted(
                 run.run_id,
                 finished_at=now,
                 engine_host=run.engine_host,
                 engine_pid=run.engine_pid,
+                lapsed_before=now if lapsed else None,
             )
             if run.state == "CANCELING":
                 return

@@ -33,13 +33,13 @@ class WorkerSettings:
     executor: str = "local"
     scheduler: str | None = None
     install_packages: bool = True
-    #: Seconds between renewals of a run's lease (`api.running.run_queued`).
-    heartbeat_s: float = 5.0
+    #: Seconds a run's lease lasts unless renewed (`api.running.run_queued`).
+    lease_s: float = 30.0
 
     def argv(self) -> list[str]:
         """These settings as command-line options (of the launcher and of `main`)."""
         argv = ["--metadata-url", self.metadata_url, "--executor", self.executor]
-        argv += ["--heartbeat", str(self.heartbeat_s)]
+        argv += ["--lease-seconds", str(self.lease_s)]
         if self.scheduler:
             argv += ["--scheduler", self.scheduler]
         if not self.install_packages:
@@ -54,7 +54,7 @@ class WorkerSettings:
         parser.add_argument("--executor", default="local")
         parser.add_argument("--scheduler")
         parser.add_argument("--no-install-packages", action="store_true")
-        parser.add_argument("--heartbeat", type=float, default=5.0)
+        parser.add_argument("--lease-seconds", type=float, default=30.0)
         return parser
 
     @classmethod
@@ -65,7 +65,7 @@ class WorkerSettings:
             executor=args.executor,
             scheduler=args.scheduler,
             install_packages=not args.no_install_packages,
-            heartbeat_s=args.heartbeat,
+            lease_s=args.lease_seconds,
         )
 
 
@@ -96,7 +96,7 @@ def run_one(run_id: str, settings: WorkerSettings, *, executor: Any = None) -> i
             scheduler=settings.scheduler if executor is None else None,
         )
         try:
-            result = run_queued(run_id, options, heartbeat_s=settings.heartbeat_s)
+            result = run_queued(run_id, options, lease_s=settings.lease_s)
         finally:
             if executor is not None:
                 executor.shutdown()

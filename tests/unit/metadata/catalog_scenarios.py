@@ -124,6 +124,49 @@ def a_cancel_ends_canceled_unless_the_run_succeeded(store: MetadataStore) -> Non
     assert found is not None and found.state == "CANCELED"
 
 
+def a_run_is_ended_only_by_the_worker_holding_its_lease(store: MetadataStore) -> None:
+    now = time.time()
+    run = _queued(store, "leased")
+    store.claim_run(run.run_id, engine_host="h", engine_pid=1, queued=True, lease_until=now + 30)
+    renew = store.renew_lease
+    assert renew(run.run_id, engine_host="h", engine_pid=1, lease_until=now + 60) == "RUNNING"
+    assert renew(run.run_id, engine_host="h", engine_pid=2, lease_until=now + 90) is None
+    held = store.get_run(run.run_id)
+    assert held is not None and held.lease_until == now + 60
+    # A server that saw the lease lapse before the renewal leaves the run alone; past it, not.
+    store.mark_interrupted(run.run_id, finished_at=now, lapsed_before=now + 59)
+    held = store.get_run(run.run_id)
+    assert held is not None and held.state == "RUNNING"
+    store.mark_interrupted(run.run_id, finished_at=now, lapsed_before=now + 61)
+    assert renew(run.run_id, engine_host="h", engine_pid=1, lease_until=now + 90) is None
+    # Requeued and taken by another worker: the first one's end writes nothing.
+    assert store.transition_run(run.run_id, source=("INTERRUPTED",), to="QUEUED")
+    store.claim_run(run.run_id, engine_host="g", engine_pid=7, queued=True, lease_until=now + 30)
+    for host, pid, state in (("h", 1, "FAILED"), ("g", 7, "SUCCEEDED"), ("g", 7, "FAILED")):
+        store.finish_run(
+            run.run_id,
+            state=state,
+            outputs={},
+            error=None,
+            finished_at=now,
+            engine_host=host,
+            engine_pid=pid,
+        )
+    ended = store.get_run(run.run_id)
+    assert ended is not None and (ended.state, ended.starts) == ("SUCCEEDED", 2)
+    assert renew(run.run_id, engine_host="g", engine_pid=7, lease_until=now) == "SUCCEEDED"
+    with pytest.raises(NotFoundError):
+        store.finish_run(
+            "no-such-run",
+            state="FAILED",
+            outputs={},
+            error=None,
+            finished_at=now,
+            engine_host="g",
+            engine_pid=7,
+        )
+
+
 def archiving_an_experiment_archives_its_runs(store: MetadataStore) -> None:
     exp = _experiment(store, "arch")
     run = _queued(store, "r", experiment_id=exp.experiment_id)
@@ -215,6 +258,7 @@ SCENARIOS: dict[str, Callable[[MetadataStore], None]] = {
         a_page_of_runs_sorts_filters_and_counts,
         one_worker_takes_a_queued_run,
         a_cancel_ends_canceled_unless_the_run_succeeded,
+        a_run_is_ended_only_by_the_worker_holding_its_lease,
         archiving_an_experiment_archives_its_runs,
         versions_keep_their_runs_when_taken_off,
         a_pipeline_is_never_left_without_the_version_it_was_uploaded_with,

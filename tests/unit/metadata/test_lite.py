@@ -138,9 +138,17 @@ def _writes(store: Any) -> list[Any]:
     for ref in ("file:///root/a/model", out[2], str(out[3]), f"a:{out[3]}", "nowhere", 999):
         found = store.get_artifact(ref)
         out.append(None if found is None else vars(found))
-    store.finish_run(
-        "r1", state="SUCCEEDED", outputs={"Output": 1.5}, error=None, finished_at=110.0
-    )
+    # An engine ends a run only while it holds it: not another engine's, nor one it ended.
+    for pid, state in ((7, "FAILED"), (42, "SUCCEEDED"), (42, "FAILED")):
+        store.finish_run(
+            "r1",
+            state=state,
+            outputs={"Output": 1.5},
+            error=None,
+            finished_at=110.0,
+            engine_host="host",
+            engine_pid=pid,
+        )
     store.finish_run(
         "r2", state="FAILED", outputs={}, error={"message": "boom", "n": 1}, finished_at=111.0
     )
@@ -157,6 +165,9 @@ def test_the_same_writes_make_the_same_rows(tmp_path: Path) -> None:
     rows = _rows(sql_path)
     assert all(rows[t] for t in TABLES), "every table was written"
     assert _rows(lite_path) == rows
+    with sqlite3.connect(lite_path) as conn:
+        ended = conn.execute("SELECT run_id, state FROM runs ORDER BY run_id").fetchall()
+    assert ended == [("r1", "SUCCEEDED"), ("r2", "FAILED")]
 
 
 def test_the_same_cache_lookups(tmp_path: Path) -> None:

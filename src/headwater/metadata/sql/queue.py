@@ -7,7 +7,6 @@ dead) is one conditional UPDATE, so that two servers racing cannot both win.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sqlalchemy import Connection, or_, select, update
@@ -28,7 +27,7 @@ _TRANSITION = (
     "engine_host",
     "engine_pid",
     "engine_started",
-    "heartbeat_at",
+    "lease_until",
 )
 
 
@@ -52,25 +51,27 @@ class RunQueueRecords(SqlStoreBase):
         moved = self._db.transaction(lambda conn: conn.execute(stmt).rowcount, write=True)
         return bool(moved)
 
-    def heartbeat_run(self, run_id: str, *, engine_host: str, engine_pid: int) -> str | None:
-        """The worker holding a run says it still runs it: its lease is renewed (now).
+    def renew_lease(
+        self, run_id: str, *, engine_host: str, engine_pid: int, lease_until: float
+    ) -> str | None:
+        """The worker holding a run says it still runs it: its lease runs to `lease_until`.
 
         Returns:
-            The run's state (RUNNING, or CANCELING when a terminate asks it to stop), or None
-            when this engine no longer holds it (another server took it over).
+            The run's state: RUNNING, CANCELING when a terminate asks it to stop, or the state
+            it ended in when this engine finished it; None when this engine no longer holds
+            it (another server took it over).
         """
-        held = (
+        holder = (
             (RUNS.c.run_id == run_id)
             & (RUNS.c.engine_host == engine_host)
             & (RUNS.c.engine_pid == engine_pid)
-            & RUNS.c.state.in_(ACTIVE_RUN_STATES)
         )
 
         def write(conn: Connection) -> str | None:
-            if not conn.execute(update(RUNS).where(held).values(heartbeat_at=time.time())).rowcount:
-                return None
-            state = conn.execute(select(RUNS.c.state).where(RUNS.c.run_id == run_id)).scalar()
-            return None if state is None else str(state)
+            active = holder & RUNS.c.state.in_(ACTIVE_RUN_STATES)
+            conn.execute(update(RUNS).where(active).values(lease_until=lease_until))
+            state = conn.execute(select(RUNS.c.state).where(holder)).scalar()
+            return None if state is None or state == "INTERRUPTED" else str(state)
 
         return self._db.transaction(write, write=True)
 

@@ -89,6 +89,7 @@ class RunRecords(SqlStoreBase):
         engine_pid: int,
         engine_started: str = "",
         queued: bool = False,
+        lease_until: float | None = None,
     ) -> RunRecord:
         """Take a run for an engine with one conditional UPDATE (`MetadataStore.claim_run`).
 
@@ -113,10 +114,10 @@ class RunRecords(SqlStoreBase):
             "engine_started": engine_started,
         }
         # A queue worker's lease starts now; an engine of another kind holds none.
-        values["heartbeat_at"] = time.time() if queued else None
+        values["lease_until"] = lease_until
         if queued:
             values["starts"] = RUNS.c.starts + 1
-            values["scheduled_at"] = func.coalesce(RUNS.c.scheduled_at, values["heartbeat_at"])
+            values["scheduled_at"] = func.coalesce(RUNS.c.scheduled_at, time.time())
 
         def write(conn: Connection) -> RunRecord:
             claimed = conn.execute(
@@ -135,7 +136,7 @@ class RunRecords(SqlStoreBase):
                 return run
             if run.state == "SUCCEEDED":
                 raise UserError(f"run {run_id} already succeeded: there is nothing to resume")
-            if run.state in ("QUEUED", "CANCELED", "FAILED") or not run.engine_pid:
+            if run.state not in ACTIVE_RUN_STATES or not run.engine_pid:
                 raise RunClaimedError(
                     f"run {run_id} is {run.state}: "
                     + ("it waits in the queue" if run.state == "QUEUED" else "not in the queue")
@@ -156,9 +157,12 @@ class RunRecords(SqlStoreBase):
         outputs: dict[str, Any],
         error: dict[str, Any] | None,
         finished_at: float,
+        engine_host: str | None = None,
+        engine_pid: int | None = None,
     ) -> None:
         """Set a run's final state, outputs and error (a CANCELING run that did not succeed
-        is CANCELED: `MetadataStore.finish_run`).
+        is CANCELED: `MetadataStore.finish_run`); with `engine_host` and `engine_pid`, only
+        while that engine holds the run.
 
         Raises:
             NotFoundError: No run has this id.
@@ -166,14 +170,21 @@ class RunRecords(SqlStoreBase):
         ended: Any = state
         if state != "SUCCEEDED":
             ended = case((RUNS.c.state == "CANCELING", "CANCELED"), else_=state)
+        where = [RUNS.c.run_id == run_id]
+        if engine_host is not None and engine_pid is not None:
+            where += [
+                RUNS.c.engine_host == engine_host,
+                RUNS.c.engine_pid == engine_pid,
+                RUNS.c.state.in_(ACTIVE_RUN_STATES),
+            ]
 
         def write(conn: Connection) -> None:
             done = conn.execute(
                 update(RUNS)
-                .where(RUNS.c.run_id == run_id)
+                .where(*where)
                 .values(state=ended, outputs=outputs, error=error, finished_at=finished_at)
             )
-            if done.rowcount == 0:
+            if done.rowcount == 0 and conn.execute(_RUN_EXISTS, {"run_id": run_id}).first() is None:
                 raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
 
         self._db.transaction(write, write=True)
@@ -328,11 +339,13 @@ class RunRecords(SqlStoreBase):
         finished_at: float,
         engine_host: str | None = None,
         engine_pid: int | None = None,
+        lapsed_before: float | None = None,
     ) -> None:
         """Mark a RUNNING run INTERRUPTED and its RUNNING executions FAILED (with an error
         record saying the engine stopped). A run that is no longer RUNNING is left alone, and
-        so is one held by an engine other than `engine_host`/`engine_pid` when they are given
-        (the condition is part of the UPDATE, so a claim made meanwhile is never undone).
+        so is one held by an engine other than `engine_host`/`engine_pid` when they are given,
+        or, with `lapsed_before`, one whose lease runs to that time or later (each condition
+        is part of the UPDATE, so a claim or a renewal made meanwhile is never undone).
 
         Raises:
             NotFoundError: No run has this id.
@@ -342,6 +355,8 @@ class RunRecords(SqlStoreBase):
             where.append(RUNS.c.engine_host == engine_host)
         if engine_pid is not None:
             where.append(RUNS.c.engine_pid == engine_pid)
+        if lapsed_before is not None:
+            where.append(RUNS.c.lease_until < lapsed_before)
 
         def write(conn: Connection) -> None:
             # A run being canceled whose engine died is as canceled as it will get.
