@@ -183,12 +183,20 @@ def test_failed_loads_and_a_name_loaded_again_keep_metrics_and_versions_honest(
         (["nowhere/model.ubj"], "model 'nowhere/model.ubj' does not exist"),
         (["churn"], "'churn' is neither a file nor a registered model"),
         (["m.ubj", "--workers", "0"], "--workers must be at least 1"),
+        (["m.ubj", "--max-body-mb", "inf"], "--max-body-mb must be a positive number of MiB"),
         (
             ["m.ubj", "--allow-host", "models.example:80"],
             "--allow-host takes a host name or address without a port",
         ),
     ],
-    ids=["non-loopback-without-token", "missing-file", "unregistered", "zero-workers", "port"],
+    ids=[
+        "non-loopback-without-token",
+        "missing-file",
+        "unregistered",
+        "zero-workers",
+        "inf",
+        "port",
+    ],
 )
 def test_bad_invocations_are_one_line_and_exit_2(
     headwater: Cli, args: list[str], message: str

@@ -492,8 +492,10 @@ def test_a_sigkilled_server_loses_nothing(tmp_path: Path) -> None:
         (["--scheduler", "tcp://x:8786"], "--scheduler needs --executor dask"),
         (["--lease-seconds", "1"], "--lease-seconds must be from 3 to 3600"),
         (["HEADWATER_TASK_LOG_LIMIT=100"], "HEADWATER_TASK_LOG_LIMIT='100' is not"),
+        (["--max-request-mb", "inf"], "--max-request-mb must be a positive number of MiB"),
+        (["--max-request-mb", "1e-9"], "at least one byte), got 1e-09"),
     ],
-    ids=["open-host", "zero-runs", "executor", "scheduler", "lease", "log-limit"],
+    ids=["open-host", "zero-runs", "executor", "scheduler", "lease", "log-limit", "inf", "tiny"],
 )
 def test_bad_server_options_are_one_line_and_exit_2(
     tmp_path: Path, args: list[str], named: str

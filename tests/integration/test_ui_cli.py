@@ -23,13 +23,16 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def ui_server(headwater: Cli, *args: str) -> Iterator[str]:
-    """`headwater ui` on a free loopback port until the block ends; yields its base URL."""
-    port = free_port()
+    """`headwater ui` on any free loopback port (`--port 0`: the one it says it took) until the
+    block ends; yields its base URL."""
     proc = headwater.popen(
-        "ui", "--port", str(port), *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        "ui", "--port", "0", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    base = f"http://127.0.0.1:{port}"
     try:
+        said = proc.stderr.readline() if proc.stderr else ""
+        assert said.startswith("headwater: UI at http://127.0.0.1:"), said
+        base = said.split(" at ", 1)[1].strip().rstrip("/")
+        assert not base.endswith(":0"), said
         deadline = time.monotonic() + 30
         while True:
             assert proc.poll() is None, proc.communicate()

@@ -8,6 +8,8 @@ $HEADWATER_TOKEN). Bad values are `InvalidArgumentError`s: one line and exit cod
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +18,14 @@ from headwater.errors import InvalidArgumentError
 from headwater.security import ALLOW_HOST_HELP, TOKEN_ENV, check_bind, hosts_for_bind, read_token
 from headwater.ui.body_limit import DEFAULT_MAX_BODY_MB
 
-__all__ = ["Listen", "add_listen_options", "listen_options", "max_body_bytes", "run_app"]
+__all__ = [
+    "Listen",
+    "add_listen_options",
+    "listen_options",
+    "max_body_bytes",
+    "megabytes",
+    "run_app",
+]
 
 
 @dataclass(frozen=True)
@@ -65,14 +74,21 @@ def add_listen_options(
 
 
 def max_body_bytes(args: argparse.Namespace) -> int:
-    """`--max-request-mb` in bytes.
+    """`--max-request-mb` in bytes (see `megabytes`)."""
+    return megabytes(args.max_request_mb, "--max-request-mb")
+
+
+def megabytes(value: float, option: str) -> int:
+    """A size in MiB given as `option`, in bytes.
 
     Raises:
-        InvalidArgumentError: It is not a positive number.
+        InvalidArgumentError: It is not a finite number of at least one byte.
     """
-    if not args.max_request_mb > 0:
-        raise InvalidArgumentError(f"--max-request-mb must be positive, got {args.max_request_mb}")
-    return int(args.max_request_mb * 2**20)
+    if not (math.isfinite(value) and value * 2**20 >= 1):
+        raise InvalidArgumentError(
+            f"{option} must be a positive number of MiB (at least one byte), got {value:g}"
+        )
+    return int(value * 2**20)
 
 
 def listen_options(args: argparse.Namespace, *, exposes: str | None = None) -> Listen:
@@ -99,10 +115,18 @@ def listen_options(args: argparse.Namespace, *, exposes: str | None = None) -> L
 
 
 def run_app(app: Any, listen: Listen, *, announce: str) -> None:
-    """Say where the app answers (`headwater: ANNOUNCE` on stderr, `{url}` in it replaced by
-    the server's URL) and serve it with uvicorn until interrupted."""
+    """Bind `listen`'s address, say where the app answers (`headwater: ANNOUNCE` on stderr,
+    `{url}` in it replaced by the server's URL, with the port chosen for `--port 0`) and
+    serve it with uvicorn until interrupted.
+
+    Raises:
+        UserError: The address cannot be bound (in use, not this machine's).
+    """
+    from headwater.serving.server import bind
     from headwater.ui._deps import require
 
     uvicorn = require("uvicorn")
-    print(f"headwater: {announce.format(url=listen.url)}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=listen.host, port=listen.port, log_level="warning")
+    sock = bind(listen.host, listen.port)
+    bound = dataclasses.replace(listen, port=sock.getsockname()[1])
+    print(f"headwater: {announce.format(url=bound.url)}", file=sys.stderr, flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

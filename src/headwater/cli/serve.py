@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from headwater.cli.listen import add_listen_options, listen_options
+from headwater.cli.listen import add_listen_options, listen_options, megabytes
 from headwater.errors import InvalidArgumentError
 from headwater.serving.config import DEFAULT_MAX_LATENCY_MS
 
@@ -86,8 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     listen = listen_options(args)  # a bad name is refused before models load
     if args.workers < 1:
         raise InvalidArgumentError(f"--workers must be at least 1, got {args.workers}")
-    if not args.max_body_mb > 0:
-        raise InvalidArgumentError(f"--max-body-mb must be positive, got {args.max_body_mb}")
+    max_body = megabytes(args.max_body_mb, "--max-body-mb")
     sources = resolve_all(args.models, metadata=args.metadata_url)
     canaries = tuple(_canary(spec, args.metadata_url) for spec in args.canary)
     batching = _batching(args.max_batch_size, args.max_latency_ms, [s.name for s in sources])
@@ -97,7 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         workers=args.workers,
         token=listen.token,
-        max_body_bytes=int(args.max_body_mb * 2**20),
+        max_body_bytes=max_body,
         canaries=canaries,
         batching=batching,
         allowed_hosts=tuple(args.allow_host),
