@@ -19,8 +19,6 @@ __all__ = ["Trigger", "parse_trigger"]
 
 #: The longest interval a periodic schedule may have: ten years, in seconds.
 _MAX_INTERVAL = 10 * 366 * 86400
-#: Steps `Trigger.latest` takes at most through a cron's times.
-_MAX_STEPS = 200_000
 _FORM = (
     "KFP's cron has 6 fields, 'second minute hour day-of-month month day-of-week', each *, ?, "
     "N, A-B, */N, a list or names (e.g. '0 0 9 ? * MON-FRI')"
@@ -69,19 +67,24 @@ class Trigger:
         return found
 
     def latest(self, since: float, now: float) -> float:
-        """The last time at or before `now`, from `since` (a time of this trigger's) on: the
-        time a `no_catchup` schedule's one catch-up run was due."""
+        """The last time at or before `now` (and the end), from `since` (a time of this
+        trigger's) on: the time a `no_catchup` schedule's one catch-up run was due."""
         if self.interval is not None:
             return (
                 since + ((now - since) // self.interval) * self.interval if now > since else since
             )
-        latest = since
-        for _ in range(_MAX_STEPS):  # a cron every second, a day down: 86,400 steps
-            following = self.next_after(latest)
-            if following is None or following > now:
-                break
-            latest = following
-        return latest
+        from croniter import CroniterBadDateError, croniter
+
+        until = now if self.end is None else min(now, self.end)
+        # Times are whole seconds: those before the next second are those at or before `until`.
+        moment = datetime.fromtimestamp(int(until) + 1, timezone.utc)
+        try:
+            found: datetime = croniter(self._cron, moment, second_at_beginning=True).get_prev(
+                datetime
+            )
+        except CroniterBadDateError:
+            return since
+        return max(since, found.timestamp())
 
     def _next_cron(self, after: float) -> float | None:
         from croniter import CroniterBadDateError, croniter

@@ -45,6 +45,33 @@ def test_cron_next_time(cron: str, after: str, expected: str | None) -> None:
     assert stored == {"cron_schedule": {"cron": cron}}
 
 
+@pytest.mark.parametrize(
+    ("cron", "since", "now", "expected"),
+    [
+        # Four days down under a cron each second: the latest is a moment ago, found at once.
+        ("* * * * * *", "2026-12-01 00:00:00", "2026-12-05 12:00:00.5", "2026-12-05 12:00:00"),
+        ("0 0 * * * *", "2026-12-05 09:00:00", "2026-12-05 12:59:59", "2026-12-05 12:00:00"),
+        ("0 0 * * * *", "2026-12-05 09:00:00", "2026-12-05 13:00:00", "2026-12-05 13:00:00"),
+        ("0 0 * * * *", "2026-12-05 12:00:00", "2026-12-05 12:30:00", "2026-12-05 12:00:00"),
+    ],
+    ids=["every-second-days-down", "hourly", "hourly-at-a-time", "none-since"],
+)
+def test_the_latest_time_a_no_catchup_run_stands_for(
+    cron: str, since: str, now: str, expected: str
+) -> None:
+    trigger, _ = parse_trigger({"cron_schedule": {"cron": cron}})
+    assert trigger.latest(at(since), at(now)) == at(expected)
+
+
+def test_the_latest_time_is_not_past_the_end() -> None:
+    trigger, _ = parse_trigger(
+        {"cron_schedule": {"cron": "0 0 * * * *", "end_time": "2026-12-05T10:30:00Z"}}
+    )
+    assert trigger.latest(at("2026-12-05 09:00:00"), at("2026-12-05 12:30:00")) == at(
+        "2026-12-05 10:00:00"
+    )
+
+
 def test_interval_start_and_end() -> None:
     trigger, stored = parse_trigger(
         {
