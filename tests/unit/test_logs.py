@@ -122,3 +122,24 @@ def test_a_follower_of_a_capped_log_keeps_its_place_through_rotations(
     shown = sum(len(line) + 1 for line in seen if line not in notes)
     # (but for a line end counted where a cut split a line, and the marker's own line break)
     assert abs(shown + cut - len(stream)) <= 2 * len(notes), (shown + cut - len(stream), notes)
+
+
+def test_a_follower_of_a_log_cut_before_it_started_shows_only_what_follows(
+    tmp_path: Path,
+) -> None:
+    # A retry's follower starts on the log of the attempts before it, cut already: it must not
+    # show that output again, however the log rotates from there.
+    path = tmp_path / "log.txt"
+    log, fd = capped(path)
+    log.write(numbered(0, 5_000))  # the first attempt, past the cap
+    follower = _LogFollower(str(path), LIMIT)
+    seen: list[str] = []
+    for at in range(5_000, 6_000, 100):
+        log.write(numbered(at, 100))
+        for lines in follower.read(final=False):
+            seen.extend(lines)
+    os.close(fd)
+    for lines in follower.read(final=True):
+        seen.extend(lines)
+    numbers = [int(m[1]) for line in seen if (m := re.fullmatch(r"line (\d{9}) x{40}", line))]
+    assert numbers == list(range(5_000, 6_000))

@@ -298,8 +298,13 @@ class _LogFollower:
     def __init__(self, path: str, limit: int | None = None) -> None:
         self.path = path
         self.limit = limit
-        self.offset = os.path.getsize(path) if os.path.isfile(path) else 0
+        self.offset = 0
         self.cut = 0  # what the log had cut when last read
+        if os.path.isfile(path):  # an earlier attempt's log, streamed already and maybe cut
+            with open(path, "rb") as fh:
+                self.offset = os.fstat(fh.fileno()).st_size
+                if limit is not None and self.offset > limit // 2:
+                    self.cut = cut_so_far(fh, limit)
         self.skipped = 0  # what was cut before the follower read it, not said yet
         self.partial = b""  # the start of a line not ended yet (at most STREAM_CHUNK bytes)
 
