@@ -5,6 +5,7 @@ closing its stdin stops it and its spare."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -81,3 +82,43 @@ def test_the_launcher_hands_each_run_to_a_warm_worker(tmp_path: Path) -> None:
     while process_alive(spare) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not process_alive(spare)
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_spares_that_die_are_replaced_later_each_time_without_leaking(tmp_path: Path) -> None:
+    # A spare that keeps dying (killed, or failing as it warms up) is forked again, each time
+    # after a longer wait, and its pipe is closed: the launcher holds no more descriptors.
+    home = tmp_path / "home"
+    home.mkdir()
+    url = f"sqlite:///{home / 'metadata.db'}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "headwater.server.launcher", "--metadata-url", url, "--log-dir",
+         str(tmp_path / "logs")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=server_env(home),
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert read_event(proc) == {"ready": True}
+        waits, descriptors = [], []
+        for _ in range(5):
+            deadline = time.monotonic() + 30
+            while not _children(proc.pid):
+                assert time.monotonic() < deadline, "no spare was forked"
+                time.sleep(0.01)
+            [spare] = _children(proc.pid)
+            descriptors.append(len(os.listdir(f"/proc/{proc.pid}/fd")))  # one spare's pipe
+            os.kill(spare, signal.SIGKILL)
+            killed = time.monotonic()
+            while _children(proc.pid) in ([], [spare]):
+                assert time.monotonic() < deadline, "no spare was forked again"
+                time.sleep(0.01)
+            waits.append(time.monotonic() - killed)
+        assert waits[-1] > 2 * waits[0] and waits[-1] >= 1.6, waits  # 0.2, 0.4 ... 3.2 s
+        assert len(set(descriptors)) == 1, descriptors
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        proc.stdout.close()

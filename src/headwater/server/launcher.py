@@ -26,11 +26,15 @@ import os
 import select
 import signal
 import sys
+import time
 from typing import IO, Any
 
 from headwater.server.worker import WorkerSettings, run_one
 
 __all__ = ["main"]
+
+#: The longest wait before forking a spare after spares kept dying without a run.
+_MAX_RESPAWN_WAIT_S = 5.0
 
 
 def _report(message: dict[str, Any]) -> None:
@@ -70,9 +74,14 @@ class _Spare:
 
     def stop(self) -> None:
         """Stop the spare (it has no run)."""
-        os.close(self._write)  # EOF: it exits without running anything
+        self.discard()  # EOF: it exits without running anything
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGTERM)
+
+    def discard(self) -> None:
+        """Close this end of the spare's pipe (the spare died, or is being stopped)."""
+        with contextlib.suppress(OSError):
+            os.close(self._write)
 
 
 def _serve(read: int, settings: WorkerSettings, log_dir: str) -> int:
@@ -136,13 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     spare: _Spare | None = None
     stdin: IO[bytes] = sys.stdin.buffer
     pending = b""
+    deaths, respawn_at = 0, 0.0  # spares that died one after another: fork the next later
     try:
         while True:
-            if spare is None:
+            if spare is None and time.monotonic() >= respawn_at:
                 spare = _Spare(settings, args.log_dir)
             readable, _, _ = select.select([stdin], [], [], 0.2)
-            if _reap(running, spare.pid):
-                spare = None
+            if _reap(running, -1 if spare is None else spare.pid) and spare is not None:
+                spare.discard()
+                spare, deaths = None, deaths + 1
+                respawn_at = time.monotonic() + min(0.1 * 2**deaths, _MAX_RESPAWN_WAIT_S)
             if not readable:
                 continue
             chunk = os.read(stdin.fileno(), 65536)
@@ -157,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 if spare.take(run_id):
                     running[spare.pid] = run_id
                     _report({"run_id": run_id, "pid": spare.pid})
+                    deaths = 0
                 else:
                     _report({"run_id": run_id, "exit": -1})
                 spare = None

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import queue as queues
 import socket
 import subprocess
@@ -56,6 +55,7 @@ class QueueSettings:
     executor: str = "local"
     scheduler: str | None = None
     install_packages: bool = True
+    #: Where each run's worker writes its output (`RUN_ID.log`); None: the home's server-logs.
     log_dir: str | None = None
     #: How long the lease of this server's workers on their runs lasts unless renewed: a run
     #: held by a worker on another machine is taken over once its lease ends (its machine,
@@ -91,9 +91,11 @@ class Launcher:
         if self._process is not None:
             _log.warning("run launcher exited (%s); starting another", self._process.returncode)
             self._events.put({"restarted": True})
-        log_dir = self.settings.log_dir or os.devnull
+        from headwater.config import home
+
+        log_dir = self.settings.log_dir or str(home() / "server-logs")
         argv = [sys.executable, "-m", "headwater.server.launcher", *self.settings.worker.argv()]
-        argv += ["--log-dir", log_dir if self.settings.log_dir else _scratch_dir()]
+        argv += ["--log-dir", log_dir]
         self._process = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
         )
@@ -141,12 +143,6 @@ class Launcher:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def _scratch_dir() -> str:
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="headwater-worker-logs-")
 
 
 class RunQueue:
