@@ -2,19 +2,20 @@
 
 The queue is the `runs` table itself: a run is QUEUED from the moment it is accepted, and
 every change a server makes to it (a worker taking it, a terminate, a retry, a worker found
-dead) is one conditional UPDATE, so that two servers racing cannot both win.
+dead, `mark_interrupted`) is one conditional UPDATE, so that two servers racing cannot both win.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, or_, select, update
+from sqlalchemy import Connection, case, or_, select, update
 
 from headwater.errors import InvalidArgumentError, NotFoundError
 from headwater.metadata.base import ACTIVE_RUN_STATES, RunRecord
 from headwater.metadata.queries import run_record, runs_query
-from headwater.metadata.schema import RUNS
+from headwater.metadata.reconcile import INTERRUPTED_TASK_ERROR
+from headwater.metadata.schema import EXECUTIONS, RUNS
 from headwater.metadata.sql.base import SqlStoreBase
 
 #: Columns `update_run` may set: what the run is called and where it is filed, not its state.
@@ -99,6 +100,53 @@ class RunQueueRecords(SqlStoreBase):
             query = query.limit(limit)
 
         return self._db.transaction(lambda conn: [run_record(r) for r in conn.execute(query)])
+
+    def mark_interrupted(
+        self,
+        run_id: str,
+        *,
+        finished_at: float,
+        engine_host: str | None = None,
+        engine_pid: int | None = None,
+        lapsed_before: float | None = None,
+    ) -> None:
+        """Mark a RUNNING run INTERRUPTED and its RUNNING executions FAILED (with an error
+        record saying the engine stopped). A run that is no longer RUNNING is left alone, and
+        so is one held by an engine other than `engine_host`/`engine_pid` when they are given,
+        or, with `lapsed_before`, one whose lease runs to that time or later (each condition
+        is part of the UPDATE, so a claim or a renewal made meanwhile is never undone).
+
+        Raises:
+            NotFoundError: No run has this id.
+        """
+        where = [RUNS.c.run_id == run_id, RUNS.c.state.in_(ACTIVE_RUN_STATES)]
+        if engine_host is not None:
+            where.append(RUNS.c.engine_host == engine_host)
+        if engine_pid is not None:
+            where.append(RUNS.c.engine_pid == engine_pid)
+        if lapsed_before is not None:
+            where.append(RUNS.c.lease_until < lapsed_before)
+
+        def write(conn: Connection) -> None:
+            # A run being canceled whose engine died is as canceled as it will get.
+            ended = case((RUNS.c.state == "CANCELING", "CANCELED"), else_="INTERRUPTED")
+            done = conn.execute(
+                update(RUNS).where(*where).values(state=ended, finished_at=finished_at)
+            )
+            if done.rowcount == 0:
+                if (
+                    conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first()
+                    is None
+                ):
+                    raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
+                return
+            conn.execute(
+                update(EXECUTIONS)
+                .where(EXECUTIONS.c.run_id == run_id, EXECUTIONS.c.state == "RUNNING")
+                .values(state="FAILED", finished_at=finished_at, error=dict(INTERRUPTED_TASK_ERROR))
+            )
+
+        self._db.transaction(write, write=True)
 
 
 def _check(values: dict[str, Any], allowed: tuple[str, ...]) -> None:

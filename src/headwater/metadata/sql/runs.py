@@ -1,4 +1,4 @@
-"""`SqlMetadataStore`'s runs and executions: create, claim, finish, list, delete, interrupt."""
+"""`SqlMetadataStore`'s runs and executions: create, claim, finish, list, delete."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from headwater.metadata.queries import (
     select_runs,
     unuploaded_version,
 )
-from headwater.metadata.reconcile import INTERRUPTED_TASK_ERROR
 from headwater.metadata.schema import (
     ARTIFACTS,
     ENDPOINTS,
@@ -331,50 +330,6 @@ class RunRecords(SqlStoreBase):
             return uris
 
         return self._db.transaction(write, write=True)
-
-    def mark_interrupted(
-        self,
-        run_id: str,
-        *,
-        finished_at: float,
-        engine_host: str | None = None,
-        engine_pid: int | None = None,
-        lapsed_before: float | None = None,
-    ) -> None:
-        """Mark a RUNNING run INTERRUPTED and its RUNNING executions FAILED (with an error
-        record saying the engine stopped). A run that is no longer RUNNING is left alone, and
-        so is one held by an engine other than `engine_host`/`engine_pid` when they are given,
-        or, with `lapsed_before`, one whose lease runs to that time or later (each condition
-        is part of the UPDATE, so a claim or a renewal made meanwhile is never undone).
-
-        Raises:
-            NotFoundError: No run has this id.
-        """
-        where = [RUNS.c.run_id == run_id, RUNS.c.state.in_(ACTIVE_RUN_STATES)]
-        if engine_host is not None:
-            where.append(RUNS.c.engine_host == engine_host)
-        if engine_pid is not None:
-            where.append(RUNS.c.engine_pid == engine_pid)
-        if lapsed_before is not None:
-            where.append(RUNS.c.lease_until < lapsed_before)
-
-        def write(conn: Connection) -> None:
-            # A run being canceled whose engine died is as canceled as it will get.
-            ended = case((RUNS.c.state == "CANCELING", "CANCELED"), else_="INTERRUPTED")
-            done = conn.execute(
-                update(RUNS).where(*where).values(state=ended, finished_at=finished_at)
-            )
-            if done.rowcount == 0:
-                if conn.execute(_RUN_EXISTS, {"run_id": run_id}).first() is None:
-                    raise NotFoundError(f"no run {run_id!r} in the metadata store {self.url!r}")
-                return
-            conn.execute(
-                update(EXECUTIONS)
-                .where(EXECUTIONS.c.run_id == run_id, EXECUTIONS.c.state == "RUNNING")
-                .values(state="FAILED", finished_at=finished_at, error=dict(INTERRUPTED_TASK_ERROR))
-            )
-
-        self._db.transaction(write, write=True)
 
     # -- executions -----------------------------------------------------------------------
 
