@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from headwater.errors import ConfigError
+from headwater.logs import MIN_LIMIT
 
 __all__ = [
     "component_image",
@@ -249,9 +250,9 @@ def artifact_read_limit() -> int:
 def task_log_limit() -> int | None:
     """`HEADWATER_TASK_LOG_LIMIT`: the most bytes a task's log keeps, its first half and its
     latest quarter past it with the cut marked (default 64 MiB); None when set to 0 (no cap)."""
-    valid = "a number of bytes: 0 (no cap), or 4096 or more"
+    valid = f"a number of bytes: 0 (no cap), or {MIN_LIMIT} or more"
     value = _count(TASK_LOG_LIMIT_ENV, minimum=0, what=valid)
-    if value is not None and 0 < value < 4096:  # headwater.logs.MIN_LIMIT
+    if value is not None and 0 < value < MIN_LIMIT:
         raise _bad(TASK_LOG_LIMIT_ENV, str(value), valid)
     return 64 * 1024 * 1024 if value is None else value or None
 

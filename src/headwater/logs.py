@@ -64,21 +64,44 @@ def attempt_marker(attempt: int) -> bytes:
 
 @contextlib.contextmanager
 def appending(path: str, attempt: int, limit: int | None) -> Iterator[Callable[[bytes], None]]:
-    """A writer that appends an attempt's output to the log at `path`: below a line marking
-    the attempt's start when the log already holds output, and under `limit` bytes (None for
-    no cap). Errors writing are swallowed, as `CappedLog.write` does.
+    """A writer that appends an attempt's output to the log at `path` (see `open_attempt`).
+    Errors writing are swallowed, as `CappedLog.write` does.
 
     Raises:
         OSError: The log cannot be opened.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = open_attempt(path, attempt, limit)
     try:
-        log = CappedLog(path, fd, limit if limit is not None else 0)
-        if log.size:
-            log.write(attempt_marker(attempt))
         yield log.write
     finally:
+        os.close(log.fd)
+
+
+def open_attempt(path: str, attempt: int, limit: int | None, *, inherit: bool = True) -> CappedLog:
+    """The log at `path` (made, and its folder), opened to append an attempt's output: below a
+    line marking the attempt's start when the log already holds output, under `limit` bytes
+    (None or 0: no cap). The caller closes its `fd`; not `inherit`, it closes on exec.
+
+    Raises:
+        OSError: The log cannot be opened.
+        ValueError: `limit` is below `MIN_LIMIT`.
+    """
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if inherit else os.O_CLOEXEC)
+    fd = os.open(path, flags, 0o644)
+    try:
+        log = CappedLog(path, fd, limit or 0)
+        if log.size:
+            log.write(attempt_marker(attempt))
+    except BaseException:
         os.close(fd)
+        raise
+    return log
+
+
+#: At most this much of a task's output is passed on after the task ended: what it wrote before
+#: it ended is in its pipe (64 KiB by default); more can only come from a process it left.
+AFTER_END_BYTES = 1 << 20
 
 
 #: A cut's marker is always this long (padded), so what follows it never moves as more is cut.
@@ -147,6 +170,11 @@ class CappedLog:
     def size(self) -> int:
         """The log's size in bytes, as far as this writer knows."""
         return self._size
+
+    @property
+    def fd(self) -> int:
+        """The file descriptor it appends to (its opener closes it)."""
+        return self._fd
 
     def _rotate(self) -> None:
         at, keep = self._limit // 2, self._limit // 4

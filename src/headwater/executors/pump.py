@@ -23,13 +23,11 @@ import signal
 import sys
 from typing import NoReturn
 
+from headwater.logs import AFTER_END_BYTES
 from headwater.platform.masking import Masker, StreamMasker
 
 _PR_SET_PDEATHSIG = 1
 _CHUNK = 1 << 16
-#: At most this much is passed on after the task ended: what the task wrote before it ended
-#: is in the pipe (64 KiB by default); more can only come from a process it left running.
-_AFTER_END = 1 << 20
 
 
 def mask_output(masker: Masker) -> None:
@@ -106,7 +104,7 @@ def _pump(source: int, wake: int, child: int, stream: StreamMasker) -> int:
     if source in watching:
         os.set_blocking(source, False)
         passed = 0
-        while passed < _AFTER_END:
+        while passed < AFTER_END_BYTES:
             try:
                 chunk = os.read(source, _CHUNK)
             except BlockingIOError:

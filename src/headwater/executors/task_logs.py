@@ -18,12 +18,9 @@ import selectors
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.logs import CappedLog, attempt_marker
+from headwater.logs import AFTER_END_BYTES, CappedLog, open_attempt
 
 _CHUNK = 1 << 16
-#: At most this much is passed on after the task ended: what the task wrote before it ended
-#: is in the pipe (64 KiB by default); more can only come from a process it left running.
-_AFTER_END = 1 << 20
 
 
 @dataclass(eq=False)
@@ -49,19 +46,16 @@ class TaskLogs:
         Raises:
             OSError: The log or the pipe cannot be made.
         """
-        path = payload["log_path"]
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        log = open_attempt(
+            payload["log_path"], payload.get("attempt", 1), payload.get("log_limit"), inherit=False
+        )
         try:
-            log = CappedLog(path, log_fd, payload.get("log_limit") or 0)
-            if log.size:
-                log.write(attempt_marker(payload.get("attempt", 1)))
             reader, writer = os.pipe()  # both close on exec; the child dups `writer` to 1, 2
         except BaseException:
-            os.close(log_fd)
+            os.close(log.fd)
             raise
         os.set_blocking(reader, False)
-        return writer, TaskOutput(reader, log, log_fd)
+        return writer, TaskOutput(reader, log, log.fd)
 
     def discard(self, output: TaskOutput) -> None:
         """Close what `open` opened for a task that did not start."""
@@ -95,13 +89,13 @@ class TaskLogs:
             output.reader = -1
 
     def ended(self, pid: int) -> None:
-        """The task `pid` ended: pass on all it wrote (and at most `_AFTER_END` more from
+        """The task `pid` ended: pass on all it wrote (and at most `AFTER_END_BYTES` more from
         processes it left), then close its pipe and log."""
         output = self._tasks.pop(pid, None)
         if output is None:
             return
         passed = 0
-        while output.reader >= 0 and passed < _AFTER_END:
+        while output.reader >= 0 and passed < AFTER_END_BYTES:
             try:
                 chunk = os.read(output.reader, _CHUNK)
             except OSError:  # nothing more now (BlockingIOError), or the pipe is gone

@@ -11,6 +11,7 @@ from headwater.server.kfp.wire import status_body
 from headwater.server.operations import RunOperations
 from headwater.server.queue import QueueSettings, RunQueue
 from headwater.server.router import PREFIX, UPLOADS, ServerState, handle
+from headwater.ui.body_limit import DEFAULT_MAX_BODY_MB
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -23,7 +24,7 @@ def create_app(
     token: str | None = None,
     *,
     allowed_hosts: Iterable[str] = (),
-    max_body_bytes: int = 32 * 2**20,
+    max_body_bytes: int = int(DEFAULT_MAX_BODY_MB * 2**20),
 ) -> tuple[FastAPI, RunQueue]:
     """The app and its (not yet started) run queue over the store at `settings.metadata_url`.
 

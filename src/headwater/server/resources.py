@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import ConflictError, InvalidArgumentError, NotFoundError
 from headwater.metadata.base import (
@@ -26,7 +26,7 @@ from headwater.server.kfp.requests import (
 from headwater.server.kfp.wire import ListSpec
 from headwater.server.router import Call, Listing, ServerState, register_list, route, scoped
 
-if False:  # pragma: no cover - annotations only
+if TYPE_CHECKING:
     from headwater.spec.ir import PipelineIR
 
 
