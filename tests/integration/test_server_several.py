@@ -268,3 +268,36 @@ def test_a_worker_cut_off_from_the_database_leaves_its_run_before_its_lease_ends
             gate.write_text("go")  # a task left waiting would keep its worker on the database
             admin.dispose()
             stop(proc)
+
+
+@needs_unshare
+def test_each_machine_runs_up_to_its_own_limit(tmp_path: Path) -> None:
+    # --max-concurrent-runs is the machine's: two machines with a limit of one run two runs at
+    # once, where counting every server's runs held the second in the queue.
+    if not BASE_URL:
+        pytest.skip("two machines share PostgreSQL: set HEADWATER_TEST_POSTGRES_URL")
+    with fresh_database() as url:
+        one = ("--metadata-url", url, "--max-concurrent-runs", "1")
+        proc_b, _ = start_server(tmp_path / "b", *one, prefix=ANOTHER_MACHINE)
+        proc_a, base_a = start_server(tmp_path / "a", *one)
+        gates = [tmp_path / f"gate-{i}" for i in range(2)]
+        try:
+            client = kfp_client(base_a)
+            # The second waits for the first, unless it runs on the other machine.
+            taken = [
+                _held_run(client, url, tmp_path / f"n-{i}", tmp_path / f"pid-{i}", gates[i])
+                for i in range(2)
+            ]
+            runs = [run_id for run_id, _ in taken]
+            hosts = {record.engine_host for _, record in taken}
+            assert hosts == {os.uname().nodename, "another-machine"}
+            for gate in gates:
+                gate.write_text("go")
+            for run_id in runs:
+                run = client.wait_for_run_completion(run_id, 60, sleep_duration=0.1)
+                assert run.state == "SUCCEEDED"
+        finally:
+            for gate in gates:
+                gate.write_text("go")
+            stop(proc_a)
+            stop(proc_b)

@@ -46,7 +46,7 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         type=int,
         default=4,
         metavar="N",
-        help="runs executing at once; the others wait in the queue (default 4)",
+        help="runs executing at once on this machine; the others wait in the queue (default 4)",
     )
     server.add_argument(
         "--lease-seconds",

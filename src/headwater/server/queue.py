@@ -9,7 +9,8 @@ submitted, terminated or retried:
    the pid and its start time) and puts them back in the queue to be resumed, at most
    `MAX_STARTS` times; a run that was being canceled is CANCELED;
 3. hands the oldest QUEUED runs to the launcher (`server.launcher`) while fewer than N are
-   running. The worker that gets one takes it from the queue itself, in one conditional
+   running on this machine (servers sharing one machine share its N; each machine has its
+   own). The worker that gets one takes it from the queue itself, in one conditional
    UPDATE that records its pid, start time and host: a run is never RUNNING without the
    process that runs it.
 
@@ -210,8 +211,8 @@ class RunQueue:
                 self._ended(run)
             elif self._lapsed(run):
                 self._ended(run, lapsed=True)
-            else:
-                active += 1
+            elif run.engine_host == self.launcher.host:
+                active += 1  # the limit is this machine's: other machines' runs use theirs
         now = time.monotonic()
         for run_id, when in list(self._handed.items()):
             if now - when > _HAND_TIMEOUT_S:
