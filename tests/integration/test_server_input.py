@@ -152,6 +152,8 @@ MALFORMED = {
     "deep JSON": '{"display_name": "d", "description": ' + "[" * 5000 + "]" * 5000 + "}",
     "a huge number": '{"display_name": "h", "pipeline_spec": SPEC, '
     '"runtime_config": {"parameters": {"x": 1' + "0" * 400 + "}}}",
+    "a number Python cannot read": '{"display_name": "l", "pipeline_spec": SPEC, '
+    '"runtime_config": {"parameters": {"x": 1' + "0" * 5000 + "}}}",
 }
 
 
@@ -163,6 +165,7 @@ MALFORMED = {
         (MALFORMED["a NUL"], "NUL"),
         (MALFORMED["deep JSON"], "deeper than"),
         (MALFORMED["a huge number"], "runtime_config.parameters"),
+        (MALFORMED["a number Python cannot read"], "more than 4300 digits"),
     ],
     ids=list(MALFORMED),
 )
@@ -190,11 +193,23 @@ def test_malformed_runs_are_400_and_nothing_is_queued(
             {"operation": 1, "key": "display_name", "longValue": "9" * 30}]})}, "int64"),
         ({"filter": '{"predicates": [{"operation": 1, "key": "display_name", '
                     '"stringValue": "a\\u0000"}]}'}, "NUL"),
+        ({"filter": json.dumps({"predicates": [
+            {"operation": 8, "key": "display_name", "stringValues": "x"}]})}, "display_name"),
+        ({"filter": json.dumps({"predicates": [
+            {"operation": 8, "key": "display_name", "stringValues": {"values": 5}}]})},
+         "is not a list"),
+        ({"filter": json.dumps({"predicates": [
+            {"operation": 3, "key": "created_at", "timestampValue": 10**400}]})}, "year 3000"),
+        ({"filter": json.dumps({"predicates": [
+            {"operation": 3, "key": "created_at",
+             "timestampValue": "99999999999999999999-01-01T00:00:00Z"}]})}, "year 3000"),
+        ({"filter": '{"predicates": [], "n": 1' + "0" * 5000 + "}"}, "4300 digits"),
         ({"page_token": str(2**64)}, "page_token"),
         ({"page_size": "ten"}, "page_size"),
         ({"sort_by": "run_id; DROP TABLE runs"}, "sort_by"),
     ],
-    ids=["time-as-text", "int-for-text", "huge-int", "nul", "token", "size", "sort"],
+    ids=["time-as-text", "int-for-text", "huge-int", "nul", "values-text", "values-number",
+         "time-1e400", "year-1e20", "filter-int-5000-digits", "token", "size", "sort"],
 )  # fmt: skip
 def test_malformed_list_queries_are_400(server: str, params: dict[str, str], named: str) -> None:
     refused(httpx.get(f"{server}/apis/v2beta1/runs", params=params, headers=AUTH), 400, named)
@@ -208,13 +223,14 @@ def test_malformed_list_queries_are_400(server: str, params: dict[str, str], nam
          "start_time"),
         ({"periodic_schedule": {"interval_second": 60, "start_time": "9999-12-31T00:00:00Z"}}, {},
          "year 3000"),
+        ({"periodic_schedule": {"interval_second": 60, "start_time": 10**400}}, {}, "start_time"),
         ({"periodic_schedule": {"interval_second": 60, "start_time": "2030-01-02T00:00:00Z",
                                 "end_time": "2030-01-01T00:00:00Z"}}, {}, "before start_time"),
         ({"periodic_schedule": {"interval_second": 60}}, {"max_concurrency": "11"}, "1 to 10"),
         ({"periodic_schedule": {"interval_second": 60}}, {"max_concurrency": 0}, "1 to 10"),
     ],
-    ids=["interval-overflow", "infinity", "year-9999", "end-before-start", "concurrency-11",
-         "concurrency-0"],
+    ids=["interval-overflow", "infinity", "year-9999", "start-1e400", "end-before-start",
+         "concurrency-11", "concurrency-0"],
 )  # fmt: skip
 def test_malformed_recurring_runs_are_400_and_nothing_is_stored(
     server: str, spec: dict[str, Any], trigger: dict[str, Any], extra: dict[str, Any], named: str

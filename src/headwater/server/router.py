@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.errors import ConflictError, NotFoundError, UserError
 from headwater.metadata.base import MetadataStore, Predicate
-from headwater.server.kfp.wire import ListSpec, list_page, next_token, status_body
+from headwater.server.kfp.wire import ListSpec, list_page, next_token, query_value, status_body
 from headwater.spec.documents import read_json
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class Call:
 
     def q(self, name: str) -> str:
         """A query value, "" when absent or empty."""
-        return (self.query.get(name) or "").strip()
+        return query_value(self.query, name)
 
 
 class ApiError(Exception):

@@ -4,14 +4,16 @@ data before anything uses them: what JSON can hold, and no more.
 A YAML file may share one node under many names (anchors and aliases): a few kilobytes that
 expand to gigabytes once written out as JSON ("billion laughs"). A compiled PipelineSpec never
 has them, so a shared node is refused, as are nesting past `MAX_DEPTH` levels, NaN and
-infinities, and strings that cannot be stored or sent back: a NUL character (PostgreSQL
-refuses it) or a lone surrogate (no UTF-8 encodes it).
+infinities, integers longer than Python converts (`sys.get_int_max_str_digits`, 4300 digits),
+and strings that cannot be stored or sent back: a NUL character (PostgreSQL refuses it) or a
+lone surrogate (no UTF-8 encodes it).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from headwater.errors import InvalidArgumentError
@@ -64,7 +66,7 @@ def check_document(doc: Any, *, what: str) -> None:
 
 def read_json(raw: bytes | str, *, what: str) -> Any:
     """`raw` as JSON, checked with `check_document`; NaN and Infinity, which Python's parser
-    takes, are refused too.
+    takes, are refused too, as is an integer too long for Python to read.
 
     Raises:
         InvalidArgumentError: It is not JSON, or not plain data.
@@ -79,6 +81,13 @@ def read_json(raw: bytes | str, *, what: str) -> Any:
         raise InvalidArgumentError(f"{what} is not JSON: {exc}") from exc
     except RecursionError as exc:
         raise InvalidArgumentError(f"{what} nests deeper than {MAX_DEPTH} levels") from exc
+    except InvalidArgumentError:
+        raise
+    except ValueError as exc:  # the one other refusal: an integer past Python's digit limit
+        raise InvalidArgumentError(
+            f"{what} holds an integer of more than {sys.get_int_max_str_digits()} digits, "
+            "longer than Python reads: send it as a string"
+        ) from exc
     check_document(doc, what=what)
     return doc
 

@@ -73,6 +73,11 @@ def a_page_of_runs_sorts_filters_and_counts(store: MetadataStore) -> None:
     # The runs search finds runs by their experiment's name (and their own) too.
     assert len(store.list_runs(text="RUNS")) == 5
     assert [r.display_name for r in store.list_runs(text="n-3")] == ["run-3"]
+    # IS_SUBSTRING ignores case on every database, and % and _ in it are plain characters.
+    for text, matches in (("RUN-", 5), ("uN-3", 1), ("%", 0), ("n_", 0)):
+        predicate = f'{{"operation":"IS_SUBSTRING","key":"name","string_value":"{text}"}}'
+        page = list_page({"filter": f'{{"predicates":[{predicate}]}}'}, RUNS)
+        assert store.page("runs", page)[1] == matches, text
 
 
 def one_worker_takes_a_queued_run(store: MetadataStore) -> None:

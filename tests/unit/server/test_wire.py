@@ -97,8 +97,9 @@ def test_run_states_as_kfp_shows_them(state: str, starts: int, shown: str) -> No
         ({"sort_by": "colour"}, "sort_by 'colour'"),
         ({"page_size": "ten"}, "page_size"),
         ({"page_size": "0"}, "at least 1"),
+        ({"filter": '{"predicates": [], "n": 1' + "0" * 5000 + "}"}, "more than 4300 digits"),
     ],
-    ids=["json", "op", "key", "value", "sort", "size", "zero"],
+    ids=["json", "op", "key", "value", "sort", "size", "zero", "long-int"],
 )
 def test_bad_list_queries_are_user_errors_naming_the_problem(
     query: dict[str, str], named: str
@@ -113,3 +114,51 @@ def test_times_round_trip_and_unset_is_the_epoch() -> None:
     assert from_time(rfc3339(1700000000.5), "t") == 1700000000.5
     with pytest.raises(InvalidArgumentError):
         from_time("yesterday", "t")
+
+
+def _filter(**predicate: object) -> dict[str, str]:
+    return {"filter": json.dumps({"predicates": [{"key": "name", **predicate}]})}
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        (_filter(operation="IN", string_values="x"), "display_name: string_values 'x' is not a"),
+        (_filter(operation="IN", stringValues=5), "display_name: stringValues 5 is not a list"),
+        (_filter(operation="IN", string_values={"values": "x"}), "is not a list"),
+        (_filter(operation="IN", string_values={"values": None}), "is not a list"),
+        (_filter(operation="EQUALS", string_values=["x"]), "display_name with EQUALS"),
+        (_filter(operation="EQUALS", string_value=["x", "y"]), "is not text"),
+        (_filter(key="created_at", operation="IN", string_values=["x"]), "'x' is not a time"),
+    ],
+    ids=["text", "number", "values-text", "values-null", "list-for-equals", "list-as-one",
+         "text-for-time"],
+)  # fmt: skip
+def test_filter_values_of_the_wrong_shape_are_user_errors(
+    query: dict[str, str], named: str
+) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        list_page(query, SPEC)
+    assert named in str(caught.value)
+
+
+def test_filters_take_lists_as_upstream_writes_them() -> None:
+    page = list_page(_filter(operation="IN", stringValues={"values": ["a", "b"]}), SPEC)
+    assert page.where == (Predicate("display_name", "IN", ["a", "b"]),)
+    page = list_page(_filter(key="created_at", operation="IN", long_values=["1", "2"]), SPEC)
+    assert page.where == (Predicate("created_at", "IN", [1, 2]),)
+    page = list_page(_filter(operation="IN", string_value="a"), SPEC)  # one value: a list of one
+    assert page.where == (Predicate("display_name", "IN", ["a"]),)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["99999999999999999999-01-01T00:00:00Z", 10**30, 10**400, -(10**400), "3000-01-02T00:00:00Z"],
+    ids=["year-1e20", "1e30-seconds", "1e400-seconds", "minus-1e400", "year-3000"],
+)
+def test_times_past_year_3000_are_user_errors(value: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="before year 3000"):
+        from_time(value, "t")
+    query = _filter(key="created_at", operation="GREATER_THAN", timestamp_value=value)
+    with pytest.raises(InvalidArgumentError, match="filter timestamp_value"):
+        list_page(query, SPEC)

@@ -103,7 +103,8 @@ _COMPARE: dict[str, Callable[[Any, Any], ColumnElement[bool]]] = {
     "LESS_THAN_EQUALS": lambda c, v: c <= v,
     "IN": lambda c, v: c.in_(v if isinstance(v, list) else [v]),
     "NOT_IN": lambda c, v: c.not_in(v if isinstance(v, list) else [v]),
-    "IS_SUBSTRING": lambda c, v: c.contains(str(v), autoescape=True),
+    # Case-blind on every database (SQLite's LIKE is, PostgreSQL's is not); % and _ are text.
+    "IS_SUBSTRING": lambda c, v: c.icontains(str(v), autoescape=True),
 }
 
 

@@ -17,7 +17,7 @@ from headwater.metadata.base import (
     RunRecord,
     VersionRecord,
 )
-from headwater.server.kfp.wire import kfp_state, rfc3339
+from headwater.server.kfp.wire import kfp_state, rfc3339, rpc_status
 from headwater.task import split_iterations
 
 if TYPE_CHECKING:
@@ -62,10 +62,6 @@ def spec_of(ir: Mapping[str, Any]) -> dict[str, Any]:
         return dict(ir)
     spec = {k: v for k, v in ir.items() if k != "platforms"}
     return {"pipeline_spec": spec, "platform_spec": {"platforms": platforms}}
-
-
-def _error(message: str) -> dict[str, Any]:
-    return {"code": 2, "message": message, "details": []}
 
 
 def experiment_json(row: ExperimentRecord) -> dict[str, Any]:
@@ -152,7 +148,7 @@ def run_json(
     if run.recurring_run_id:
         doc["recurring_run_id"] = run.recurring_run_id
     if run.error:
-        doc["error"] = _error(_message(run.error))
+        doc["error"] = rpc_status(_message(run.error))
     if details is not None:
         doc["run_details"] = {"task_details": task_details(run.run_id, details)}
     return doc
@@ -216,7 +212,7 @@ def _task(run_id: str, task: TaskDetails) -> dict[str, Any]:
         "state_history": _history(task),
     }
     if task.error:
-        entry["error"] = _error(str(task.error.get("message") or task.error))
+        entry["error"] = rpc_status(str(task.error.get("message") or task.error))
     return entry
 
 

@@ -26,7 +26,9 @@ __all__ = [
     "kfp_state",
     "list_page",
     "next_token",
+    "query_value",
     "rfc3339",
+    "rpc_status",
     "status_body",
 ]
 
@@ -71,9 +73,15 @@ _FROM_KFP = {
 }
 
 
+def rpc_status(message: str, code: int = 2) -> dict[str, Any]:
+    """A `google.rpc.Status` (`code` 2 is UNKNOWN; `details` empty: the client decodes them),
+    as KFP writes errors: a response's body, a failed run's or task's `error`."""
+    return {"code": code, "message": message, "details": []}
+
+
 def status_body(status: int, message: str) -> dict[str, Any]:
-    """KFP's error body, a `google.rpc.Status` (`details` empty: the client decodes them)."""
-    return {"code": _GRPC_CODES.get(status, 2), "message": message, "details": []}
+    """KFP's error body for an HTTP `status`."""
+    return rpc_status(message, _GRPC_CODES.get(status, 2))
 
 
 def kfp_state(run: RunRecord, *, resumed_up_to: int) -> str:
@@ -99,7 +107,8 @@ def from_time(value: Any, what: str) -> float:
     """
     found: float | None = None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        found = float(value)
+        # Bounded before float(), which overflows on an integer past 1e308.
+        found = float(value) if -_MAX_TIME <= value <= _MAX_TIME else None
     elif isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -111,7 +120,7 @@ def from_time(value: Any, what: str) -> float:
             found = parsed.timestamp()
     if found is None or not -_MAX_TIME <= found <= _MAX_TIME:
         raise InvalidArgumentError(
-            f"{what}: {value!r} is not an RFC 3339 time such as {_EPOCH!r} (before year 3000)"
+            f"{what}: {value!r:.80} is not an RFC 3339 time such as {_EPOCH!r} (before year 3000)"
         )
     return found
 
@@ -134,7 +143,7 @@ class ListSpec:
     columns: Mapping[str, str] = field(default_factory=dict)
 
 
-def _given(query: Mapping[str, str], name: str) -> str:
+def query_value(query: Mapping[str, str], name: str) -> str:
     """A query value, "" when absent or empty (`kfp.Client` sends `namespace=` for unset)."""
     return (query.get(name) or "").strip()
 
@@ -146,7 +155,7 @@ def list_page(query: Mapping[str, str], spec: ListSpec, *where: Predicate) -> Pa
     Raises:
         InvalidArgumentError: A value that cannot be read, naming the valid ones.
     """
-    size_text, token = _given(query, "page_size"), _given(query, "page_token")
+    size_text, token = query_value(query, "page_size"), query_value(query, "page_token")
     try:
         page_size = int(size_text) if size_text else 20
         offset = int(token) if token else 0
@@ -161,7 +170,7 @@ def list_page(query: Mapping[str, str], spec: ListSpec, *where: Predicate) -> Pa
             f"page_token {token!r} is not one this server gave: pass the next_page_token of "
             "the page before"
         )
-    sort = _given(query, "sort_by").split()
+    sort = query_value(query, "sort_by").split()
     sort_key, descending = spec.sort_keys[0], True
     if sort:
         sort_key = {"name": "display_name", "id": spec.id_key}.get(sort[0], sort[0])
@@ -195,7 +204,7 @@ def next_token(page: Page, total: int) -> str:
 
 
 def _predicates(query: Mapping[str, str], spec: ListSpec) -> list[Predicate]:
-    text = _given(query, "filter")
+    text = query_value(query, "filter")
     if not text:
         return []
     # The KFP UI encodes the JSON once more than the query string does.
@@ -223,19 +232,24 @@ def _predicates(query: Mapping[str, str], spec: ListSpec) -> list[Predicate]:
             raise InvalidArgumentError(
                 f"filter key {raw.get('key')!r}: filter on one of {', '.join(spec.filter_keys)}"
             )
-        value = _typed(key, op, _value(raw))
+        value, many = _value(raw, key)
+        if many and op != "IN":
+            raise InvalidArgumentError(
+                f"filter on {key} with {op}: compare with one value (e.g. string_value), or use "
+                "IN for a list of them"
+            )
+        _check_types(key, value if many else [value])
+        if op == "IN" and not many:
+            value = [value]
         if key == "state":  # KFP's RuntimeState names: the run states they stand for
             op, value = _state_predicate(op, value)
         found.append(Predicate(spec.columns.get(key, key), op, value))
     return found
 
 
-def _typed(key: str, op: str, value: Any) -> Any:
-    """A filter value of the type its field holds: a finite number (or RFC 3339 time) for a
-    time, text for the rest (a list of them for IN)."""
-    values = value if isinstance(value, list) else [value]
-    if op == "IN" and not isinstance(value, list):
-        value = values
+def _check_types(key: str, values: list[Any]) -> None:
+    """Refuse a filter value that is not of the type its field holds: a finite number (or
+    RFC 3339 time) for a time, text for the rest."""
     for item in values:
         if key in _TIME_KEYS:
             if (
@@ -244,11 +258,12 @@ def _typed(key: str, op: str, value: Any) -> Any:
                 or not (-_MAX_TIME <= item <= _MAX_TIME)
             ):
                 raise InvalidArgumentError(
-                    f"filter on {key}: {item!r} is not a time (an RFC 3339 timestamp_value)"
+                    f"filter on {key}: {item!r:.80} is not a time (an RFC 3339 timestamp_value)"
                 )
         elif not isinstance(item, str):
-            raise InvalidArgumentError(f"filter on {key}: {item!r} is not text (use string_value)")
-    return value
+            raise InvalidArgumentError(
+                f"filter on {key}: {item!r:.80} is not text (use string_value)"
+            )
 
 
 def _state_predicate(op: str, value: Any) -> tuple[str, Any]:
@@ -261,30 +276,43 @@ def _state_predicate(op: str, value: Any) -> tuple[str, Any]:
     raise InvalidArgumentError(f"filter on state with {op}: use EQUALS, NOT_EQUALS or IN")
 
 
-def _value(raw: Mapping[str, Any]) -> Any:
-    """A predicate's value, from snake_case or camelCase keys."""
-    for name in ("string_value", "int_value", "long_value", "bool_value", "timestamp_value"):
+#: A predicate's value keys (snake_case; camelCase too): one value, and a list of them.
+_ONE_VALUE = ("string_value", "int_value", "long_value", "bool_value", "timestamp_value")
+_VALUES = ("string_values", "int_values", "long_values")
+
+
+def _value(raw: Mapping[str, Any], key: str) -> tuple[Any, bool]:
+    """A predicate's value, from snake_case or camelCase keys, and whether it is a list (one of
+    the `*_values`, a list or `{"values": [...]}`)."""
+    for name in (*_ONE_VALUE, *_VALUES):
         camel = name.split("_")[0] + name.split("_")[1].title()
         for k in (name, camel):
-            if k in raw:
-                value = raw[k]
-                if name == "timestamp_value":
-                    return from_time(value, "filter timestamp_value")
-                if name in ("int_value", "long_value"):
-                    try:
-                        number = int(value)
-                    except (TypeError, ValueError, OverflowError) as exc:
-                        raise InvalidArgumentError(
-                            f"filter {name} {value!r} is not an integer"
-                        ) from exc
-                    if not -(2**63) <= number < 2**63:
-                        raise InvalidArgumentError(f"filter {name} {value!r} is not an int64")
-                    return number
-                return value
-    for name in ("string_values", "int_values", "long_values"):
-        camel = name.split("_")[0] + name.split("_")[1].title()
-        for k in (name, camel):
-            if k in raw:
-                values = raw[k].get("values", []) if isinstance(raw[k], dict) else raw[k]
-                return list(values)
+            if k not in raw:
+                continue
+            if name in _ONE_VALUE:
+                return _scalar(name, raw[k]), False
+            given = raw[k]
+            values = given.get("values", []) if isinstance(given, dict) else given
+            if not isinstance(values, list):
+                raise InvalidArgumentError(
+                    f"filter on {key}: {k} {given!r:.80} is not a list; send "
+                    f'{{"{k}": {{"values": [...]}}}}'
+                )
+            return [_scalar(name[:-1], item) for item in values], True
     raise InvalidArgumentError(f"filter predicate {dict(raw)!r} has no value (e.g. string_value)")
+
+
+def _scalar(name: str, value: Any) -> Any:
+    """One value given under `name` (`int_value`...): a time as epoch seconds, an integer as an
+    int64, any other as it came."""
+    if name == "timestamp_value":
+        return from_time(value, "filter timestamp_value")
+    if name in ("int_value", "long_value"):
+        try:
+            number = int(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidArgumentError(f"filter {name} {value!r:.80} is not an integer") from exc
+        if not -(2**63) <= number < 2**63:
+            raise InvalidArgumentError(f"filter {name} {value!r:.80} is not an int64")
+        return number
+    return value
