@@ -1,6 +1,7 @@
 """`headwater server`'s UI in a real headless Chromium: the links `kfp.Client` prints open the
 experiment, pipeline, version, run and recurring-run pages; the runs table shows run names and
-filters by experiment; a run started from a version's page is queued and run.
+filters by experiment; a run started from a version's page is queued and run; a version's
+graph opens no task panel over its parameters.
 
 Real parts only: a `headwater server` subprocess, the stock `kfp.Client` making the records,
 Debian's `chromium` driven by Playwright.
@@ -15,11 +16,14 @@ from typing import Any
 
 import pytest
 import test_ui_browser
+import yaml
 from kfp import compiler
 from server_harness import adder, kfp_client, running_server
 from test_ui_browser import expect, screenshot
 
 pytestmark = [pytest.mark.integration]
+
+UI_LOOPS = Path(__file__).parents[1] / "unit" / "ui" / "pipelines" / "ui_loops.py"
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +171,35 @@ def test_a_run_started_from_a_version_page_is_queued_and_runs(
     )
     assert run.pipeline_version_reference.pipeline_version_id == records["version"]
     assert run.runtime_config.parameters["x"] == 41
+
+
+@pytest.fixture(scope="module")
+def loops_version(records: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The page of ui_loops uploaded as a pipeline: a loop of 12 iterations over a literal
+    list, so its graph draws 5 of them and a "+7 more iterations" node."""
+    from headwater.spec.loader import load_pipeline
+
+    package = tmp_path_factory.mktemp("loops") / "ui_loops.yaml"
+    package.write_text(yaml.safe_dump(load_pipeline(str(UI_LOOPS)).raw))
+    client = records["client"]
+    pipeline = client.upload_pipeline(str(package), pipeline_name="loops-uploaded")
+    [version] = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions
+    return f"/pipelines/{pipeline.pipeline_id}/versions/{version.pipeline_version_id}"
+
+
+def test_a_version_graph_leaves_its_parameters_in_the_panel(page: Any, loops_version: str) -> None:
+    page.goto(loops_version)
+    expect(page.locator('svg#dag[data-ready="true"]')).to_have_count(1)
+    panel = page.locator("#task-panel")
+    expect(panel.locator("h2")).to_have_text("Parameters")
+    # No run, so no iterations' tasks to list: the "+K more" node opens nothing.
+    more = page.locator('svg#dag g.node.more[data-task="for-loop-2:more"]')
+    expect(more.locator("text").first).to_have_text("+7 more iterations")
+    more.click()
+    page.locator('svg#dag g.node[data-task="square[0]"]').click()
+    expect(panel.locator("h2")).to_have_text("Parameters")
+    expect(panel).to_contain_text("fail_on")
+    expect(panel.locator("table.folded")).to_have_count(0)
 
 
 def test_pages_answer_unknown_ids_with_404(page: Any) -> None:

@@ -12,15 +12,11 @@ from fastapi.responses import FileResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
 from headwater.ui import data
+from headwater.ui.app_state import metadata_of
 from headwater.ui.control import RunControl
 from headwater.ui.groups import ITERATIONS_SHOWN
 
 router = APIRouter(tags=["api"])
-
-
-def _store(request: Request) -> str | None:
-    url: str | None = request.app.state.metadata_url
-    return url
 
 
 @router.get("/runs", summary="A page of runs, newest first")
@@ -43,8 +39,8 @@ def list_runs(
     of the page, `columns` the metrics its table shows by default (one pipeline: all of its
     own; several: those every one of them logs, at most 4)."""
     return data.runs_page(
-        metadata=_store(request), limit=limit, offset=offset, pipeline=pipeline, state=state, q=q,
-        experiment_id=experiment, recurring_run_id=recurring_run,
+        metadata=metadata_of(request), limit=limit, offset=offset, pipeline=pipeline,
+        state=state, q=q, experiment_id=experiment, recurring_run_id=recurring_run,
     )  # fmt: skip
 
 
@@ -137,7 +133,7 @@ _ITERATIONS = Query(
 def get_run(request: Request, run_id: str, iterations: int = _ITERATIONS) -> dict[str, Any]:
     """The run, its tasks (states, inputs, outputs, artifacts, durations, errors, cache) and
     its graph laid out top-down (as `GET /runs/{run_id}/graph`)."""
-    return data.run_view(run_id, metadata=_store(request), iterations=iterations)
+    return data.run_view(run_id, metadata=metadata_of(request), iterations=iterations)
 
 
 @router.get("/runs/{run_id}/graph", summary="A run's task graph with its groups")
@@ -147,9 +143,8 @@ def get_graph(request: Request, run_id: str, iterations: int = _ITERATIONS) -> d
     edges, and the groups: nested pipelines, loops (labelled with their number of
     iterations), iterations (labelled with their item) and conditions (with their test),
     each with the tasks it holds by state and whether the page draws it `collapsed` at first."""
-    graph: dict[str, Any] = data.run_view(run_id, metadata=_store(request), iterations=iterations)[
-        "graph"
-    ]
+    view = data.run_view(run_id, metadata=metadata_of(request), iterations=iterations)
+    graph: dict[str, Any] = view["graph"]
     return graph
 
 
@@ -158,7 +153,7 @@ def get_steps(request: Request, run_id: str) -> dict[str, Any]:
     """The series its tasks logged beside Metrics artifacts (XGBoost's rounds, Lightning's
     epochs, `headwater.log_step`), each at most 1000 points (`logged` says how many there
     were), and a chart per metric name: `{"series", "charts", "more"}`."""
-    return data.steps_view([run_id], metadata=_store(request))
+    return data.steps_view([run_id], metadata=metadata_of(request))
 
 
 @router.get("/runs/{run_id}/trials", summary="A tuning run's trials")
@@ -166,7 +161,7 @@ def get_trials(request: Request, run_id: str) -> dict[str, Any]:
     """`{"objective", "minimize", "parameters", "trials": [{"trial", "round", "task",
     "parameters", "objective", "status", "error", "best_so_far"}], "best", "count",
     "shown"}`; `trials` is empty for a run that is not a tuning."""
-    found = data.trials_of(run_id, metadata=_store(request))
+    found = data.trials_of(run_id, metadata=metadata_of(request))
     if found is None:
         return {"objective": None, "minimize": None, "parameters": [], "trials": [],
                 "best": None, "count": 0, "shown": 0}  # fmt: skip
@@ -176,9 +171,11 @@ def get_trials(request: Request, run_id: str) -> dict[str, Any]:
 @router.delete("/runs/{run_id}", summary="Delete a run")
 def remove_run(request: Request, run_id: str) -> dict[str, Any]:
     """Delete the run, its tasks and logs, and the artifacts no other run uses; 409 while it
-    is queued or running."""
-    request.app.state.runs.delete(run_id)
-    return {"run_id": run_id}
+    is queued or running. `{"run_id", "artifact_uris"}`: the run's full id (`run_id` may be
+    a unique prefix of it) and the URIs of the artifacts deleted with it
+    (`headwater.api.runs.DeletedRun`)."""
+    runs: RunControl = request.app.state.runs
+    return runs.delete(run_id).to_json()
 
 
 @router.get(
@@ -194,7 +191,7 @@ def task_log(
     download: bool = False,
 ) -> Any:
     """The last `tail` lines of the log, or the whole file (`download=true` as an attachment)."""
-    path = data.log_path(run_id, task, metadata=_store(request))
+    path = data.log_path(run_id, task, metadata=metadata_of(request))
     if tail is not None:
         return PlainTextResponse(data.log_tail(path, tail))
     name = f"{run_id[:8]}-{task}.log".replace("/", "_")
@@ -217,7 +214,7 @@ def artifact_trace(request: Request, artifact_id: int, name: str) -> Any:
     artifact is a 404."""
     from headwater.ui.traces import media_type
 
-    path = data.trace_path(artifact_id, name, metadata=_store(request))
+    path = data.trace_path(artifact_id, name, metadata=metadata_of(request))
     return FileResponse(
         path,
         media_type=media_type(name),
@@ -237,7 +234,7 @@ def download_artifact(request: Request, artifact_id: int) -> Any:
     (400 over it); an S3 or GCS artifact is read through its store."""
     from headwater.api.exports import export_artifact
 
-    export = export_artifact(artifact_id, metadata=_store(request))
+    export = export_artifact(artifact_id, metadata=metadata_of(request))
     return Response(
         export.data,
         media_type=export.media_type,
@@ -258,7 +255,7 @@ def _attachment(filename: str) -> str:
 def get_artifact(request: Request, ref: str) -> dict[str, Any]:
     """The artifact's record and a preview by type (metrics, classification, markdown,
     html, table, text). `ref` is an id or a URI."""
-    return data.artifact_view(ref, metadata=_store(request))
+    return data.artifact_view(ref, metadata=metadata_of(request))
 
 
 @router.get("/lineage/{ref:path}", summary="The lineage graph around an artifact")
@@ -271,7 +268,7 @@ def get_lineage(
 ) -> dict[str, Any]:
     """Nodes and edges `hops` task layers upstream and downstream, at most `limit` nodes."""
     return data.lineage_view(
-        ref, metadata=_store(request), hops=hops, limit=limit, direction=direction
+        ref, metadata=metadata_of(request), hops=hops, limit=limit, direction=direction
     )
 
 
@@ -279,7 +276,7 @@ def get_lineage(
 def list_models(request: Request, name: str | None = None) -> dict[str, Any]:
     """Models by name, each with its versions newest first (stage, metrics, URI, the run that
     registered it) and the version in production."""
-    return data.models_view(metadata=_store(request), name=name)
+    return data.models_view(metadata=metadata_of(request), name=name)
 
 
 class StageChange(BaseModel):
@@ -297,18 +294,18 @@ def change_stage(request: Request, name: str, version: int, body: StageChange) -
     that does not exist is a 400, a model or version that does not exist a 404."""
     from headwater.api.models import promote_model
 
-    return promote_model(name, version, body.stage, metadata=_store(request)).to_json()
+    return promote_model(name, version, body.stage, metadata=metadata_of(request)).to_json()
 
 
 @router.get("/endpoints", summary="Model servers deployed by deploy_model, and their state")
 def list_endpoints(request: Request) -> dict[str, Any]:
     """Each endpoint's name, state (running, stopped, exited, unreachable), URL, the models it
     serves and the run that deployed it; running ones first."""
-    return data.endpoints_view(metadata=_store(request))
+    return data.endpoints_view(metadata=metadata_of(request))
 
 
 @router.get("/compare", summary="Parameters and metrics of 2-10 runs side by side")
 def compare(request: Request, runs: str = Query(..., description="comma-separated run ids")) -> Any:
     """Rows of parameters and metrics, each with `differs`."""
     ids = [r for r in runs.split(",") if r.strip()]
-    return data.compare_view(ids, metadata=_store(request))
+    return data.compare_view(ids, metadata=metadata_of(request))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from headwater.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
+    from headwater.api.runs import DeletedRun
     from headwater.spec.ir import PipelineIR
 
 __all__ = ["LocalRuns", "RunControl"]
@@ -49,8 +50,9 @@ class RunControl(Protocol):
         """Resume a failed, canceled or interrupted run."""
         ...
 
-    def delete(self, run_id: str) -> None:
-        """Delete a run with its tasks, logs and the artifacts only it used."""
+    def delete(self, run_id: str) -> DeletedRun:
+        """Delete a run with its tasks, logs and the artifacts only it used; what was removed
+        (its full id and those artifacts' URIs)."""
         ...
 
     def enable_recurring_run(self, recurring_run_id: str, enabled: bool) -> None:
@@ -112,8 +114,8 @@ class LocalRuns:
             "disable it there"
         )
 
-    def delete(self, run_id: str) -> None:
-        """`headwater.api.runs.delete_run`."""
+    def delete(self, run_id: str) -> DeletedRun:
+        """`headwater.api.runs.delete_run`: `run_id` may be a unique prefix."""
         from headwater.api.runs import delete_run
 
-        delete_run(run_id, metadata=self.metadata_url)
+        return delete_run(run_id, metadata=self.metadata_url)

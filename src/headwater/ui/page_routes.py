@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 
 from headwater.metadata.base import RUN_STATES
 from headwater.ui import data
+from headwater.ui.app_state import metadata_of
 from headwater.ui.groups import ITERATIONS_SHOWN
 from headwater.ui.tables import format_number
 
@@ -57,11 +58,6 @@ def render(template: str, **context: Any) -> str:
     return str(_env().get_template(template).render(**context))
 
 
-def _store(request: Request) -> str | None:
-    url: str | None = request.app.state.metadata_url
-    return url
-
-
 @router.get("/", response_class=HTMLResponse)
 def runs_page(
     request: Request,
@@ -72,9 +68,20 @@ def runs_page(
     q: str = "",
     experiment: str = "",
 ) -> str:
+    """The runs table, filtered. An unknown `experiment` is a 404, as an unknown run's or
+    experiment's page is (the API's list answers no runs instead): the page is headed by the
+    experiment it lists, and a link to one deleted since should say so, not show nothing."""
     from headwater.api.catalog import get_experiment, list_experiments
+    from headwater.errors import NotFoundError
 
-    store = _store(request)
+    store = metadata_of(request)
+    try:
+        chosen = get_experiment(experiment, metadata=store) if experiment else None
+    except NotFoundError as exc:
+        raise NotFoundError(
+            f"no experiment with id {experiment!r}: pick one under Experiments, or list every "
+            "run under Runs"
+        ) from exc
     page = data.runs_page(
         metadata=store, limit=limit, offset=offset, pipeline=pipeline, state=state, q=q,
         experiment_id=experiment,
@@ -84,7 +91,7 @@ def runs_page(
     return render(
         "runs.html", page=page, states=STATES, filters=base, optional=RUN_COLUMNS, title="Runs",
         experiments=experiments, queued=request.app.state.runs.queued,
-        experiment=get_experiment(experiment, metadata=store) if experiment else None,
+        experiment=chosen,
     )  # fmt: skip
 
 
@@ -101,7 +108,7 @@ def new_run_page(
     from headwater.spec.ir import parse_pipeline
     from headwater.ui.launch import form_of, pipeline_form
 
-    store = _store(request)
+    store = metadata_of(request)
     queued = request.app.state.runs.queued
     form, error, chosen = None, "", None
     try:
@@ -125,11 +132,12 @@ def new_run_page(
 def run_page(
     request: Request, run_id: str, iterations: int = Query(ITERATIONS_SHOWN, ge=1, le=1000)
 ) -> str:
-    run = data.run_view(run_id, metadata=_store(request), iterations=iterations)
+    run = data.run_view(run_id, metadata=metadata_of(request), iterations=iterations)
     title = run["display_name"] or f"Run {run['run_id'][:8]}"
     return render(
         "run.html", run=run, iterations=iterations, title=title,
-        queued=request.app.state.runs.queued, **_steps_and_trials(run["run_id"], _store(request)),
+        queued=request.app.state.runs.queued,
+        **_steps_and_trials(run["run_id"], metadata_of(request)),
     )  # fmt: skip
 
 
@@ -160,7 +168,7 @@ def _charted(steps: dict[str, Any]) -> dict[str, Any]:
 def artifact_page(request: Request, ref: str) -> str:
     from headwater.ui.graph import lineage_layout
 
-    art = data.artifact_view(ref, metadata=_store(request))
+    art = data.artifact_view(ref, metadata=metadata_of(request))
     preview = art["preview"]
     plots = []
     if preview["kind"] == "classification":
@@ -168,7 +176,7 @@ def artifact_page(request: Request, ref: str) -> str:
             plots.append(_plots("", art["name"], preview))
         plots += [_plots(s["name"], f"{art['name']} {s['name']}", s) for s in preview["slices"]]
 
-    lineage = data.lineage_view(str(art["id"]), metadata=_store(request), hops=2, limit=60)
+    lineage = data.lineage_view(str(art["id"]), metadata=metadata_of(request), hops=2, limit=60)
     lineage["layout"] = lineage_layout(lineage)
     return render(
         "artifact.html", art=art, preview=preview, plots=plots, lineage=lineage,
@@ -194,7 +202,7 @@ def compare_page(request: Request, runs: str = "") -> str:
     from headwater.ui.svg import roc_svg
 
     ids = [r for r in runs.split(",") if r.strip()]
-    view = data.compare_view(ids, metadata=_store(request))
+    view = data.compare_view(ids, metadata=metadata_of(request))
     roc = roc_svg([(c["name"], c["points"]) for c in view["roc"]]) if view["roc"] else ""
     steps = _charted(view["steps"])
     return render("compare.html", view=view, roc=roc, steps=steps, title="Compare")
@@ -202,7 +210,7 @@ def compare_page(request: Request, runs: str = "") -> str:
 
 @router.get("/models", response_class=HTMLResponse)
 def models_page(request: Request, name: str = "") -> str:
-    view = data.models_view(metadata=_store(request), name=name)
+    view = data.models_view(metadata=metadata_of(request), name=name)
     from headwater.metadata.base import MODEL_STAGES
 
     return render("models.html", view=view, name=name, stages=MODEL_STAGES, title="Models")

@@ -201,10 +201,19 @@ def test_compare_marks_differences(store: Store) -> None:
     assert call("GET", f"/api/v1/compare?runs={store.ok}").status_code == 400
 
 
-def test_delete_run(store: Store) -> None:
+def test_delete_run_answers_its_full_id_and_the_artifacts_deleted(store: Store) -> None:
     extra = headwater.run(PIPELINE, {"rows": 5, "threshold": 0.1})
-    response = call("DELETE", f"/api/v1/runs/{extra.run_id}")
-    assert response.status_code == 200 and response.json()["run_id"] == extra.run_id
+    made = {
+        uri
+        for task in headwater.get_run(extra.run_id).tasks
+        for uris in task.output_artifacts.values()
+        for uri in uris
+    }
+    response = call("DELETE", f"/api/v1/runs/{extra.run_id[:12]}")  # a unique prefix
+    assert response.status_code == 200
+    body = response.json()
+    assert body["run_id"] == extra.run_id
+    assert made and set(body["artifact_uris"]) == made  # no other run used them
     assert call("GET", f"/api/v1/runs/{extra.run_id}").status_code == 404
 
 

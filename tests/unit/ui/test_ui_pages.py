@@ -25,6 +25,19 @@ def test_runs_page_lists_runs_with_metric_columns_and_pages(store: Store) -> Non
     assert failed.text.count('<tr data-run="') == 1 and store.failed in failed.text
 
 
+def test_runs_page_of_an_unknown_experiment_is_a_404_that_names_it(store: Store) -> None:
+    # As an unknown run's or experiment's page: the page would be headed by the experiment.
+    page = call("GET", "/?experiment=nope&limit=2")
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert (
+        "no experiment with id &#39;nope&#39;: pick one under Experiments, or list every run "
+        "under Runs" in page.text
+    )
+    # The API's list filters, as KFP's does: no runs.
+    listed = call("GET", "/api/v1/runs?experiment=nope")
+    assert listed.status_code == 200 and listed.json()["runs"] == []
+
+
 def test_run_page_draws_the_graph_coloured_by_state(store: Store) -> None:
     page = call("GET", f"/runs/{store.failed}")
     assert page.status_code == 200

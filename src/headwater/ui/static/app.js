@@ -38,8 +38,11 @@ function followKfpLink() {
 }
 followKfpLink();
 
-async function postRunAction(runId, verb) {
-  const r = await fetch(`/api/v1/runs/${encodeURIComponent(runId)}/${verb}`, {
+// A POST of an empty JSON object to this server's API (a run's terminate or retry;
+// catalog.js archives experiments and enables recurring runs with it): the server's
+// BrowserGuard lets only JSON change anything. Throws the API's error message.
+async function postAction(url) {
+  const r = await fetch(url, {
     method: "POST",
     credentials: "same-origin",
     headers: { "Content-Type": "application/json" },
@@ -54,7 +57,7 @@ function setupRunActions() {
       button.addEventListener("click", async () => {
         button.disabled = true;
         try {
-          await postRunAction(button.dataset.run, verb);
+          await postAction(`/api/v1/runs/${encodeURIComponent(button.dataset.run)}/${verb}`);
           location.reload();
         } catch (e) {
           alert(e.message);
@@ -350,10 +353,16 @@ function setupRun() {
     const t = run.tasks.find((x) => x.name === name);
     if (t) open(t);
   };
+  // A pipeline version's graph (no run: `data-run` is empty) has no task to show, nor
+  // folded iterations to list: its panel keeps the version's parameters, and only a
+  // collapsed group's node answers a click (it opens the group).
   const bind = () => {
     for (const g of svg.querySelectorAll("g.node")) {
-      g.onclick = () => (g.dataset.expands ? toggle(g.dataset.expands) : choose(g.dataset.task));
-      g.onkeydown = (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); g.onclick(); } };
+      const action = g.dataset.expands ? () => toggle(g.dataset.expands)
+        : runId ? () => choose(g.dataset.task) : null;
+      g.onclick = action;
+      g.onkeydown = action && ((event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); action(); } });
+      g.classList.toggle("inert", !action);
       g.classList.toggle("selected", g.dataset.task === selected);
     }
   };

@@ -1,16 +1,7 @@
 // Experiments and recurring runs: archive or unarchive an experiment, enable or disable a
-// recurring run (JSON posts to this server's own API), then show the page again.
+// recurring run (app.js's `postAction`: JSON posts to this server's own API), then show the
+// page again.
 "use strict";
-
-async function postAction(url) {
-  const r = await fetch(url, {
-    method: "POST",
-    credentials: "same-origin",
-    headers: { "Content-Type": "application/json" },
-    body: "{}",
-  });
-  if (!r.ok) throw new Error((await r.json()).error || r.statusText);
-}
 
 function setupCatalog() {
   for (const button of document.querySelectorAll("button.archive")) {

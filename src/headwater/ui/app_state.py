@@ -1,0 +1,17 @@
+"""What the UI's routes read off the app that serves a request, as `ui.app.create_app` set it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastapi import Request
+
+__all__ = ["metadata_of"]
+
+
+def metadata_of(request: Request) -> str | None:
+    """The URL of the metadata store the app answering `request` reads (`create_app`'s
+    `metadata_url`; None: the default store)."""
+    url: str | None = request.app.state.metadata_url
+    return url
