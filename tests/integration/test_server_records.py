@@ -190,7 +190,9 @@ def test_deletes_from_the_ui_and_from_kfp_agree(
     ]
     for run_id in ids:
         client.wait_for_run_completion(run_id, 60, sleep_duration=0.1)
-    assert httpx.delete(f"{server}/api/v1/runs/{ids[0]}").status_code == 200
+    deleted = httpx.delete(f"{server}/api/v1/runs/{ids[0]}")
+    assert deleted.status_code == 200
+    assert deleted.json() == {"run_id": ids[0], "artifact_uris": []}  # outputs: parameters
     assert status(lambda: client.get_run(ids[0])) == 404
     client.delete_run(ids[1])
     assert httpx.get(f"{server}/api/v1/runs/{ids[1]}").status_code == 404

@@ -32,6 +32,7 @@ from headwater.metadata.base import (
 from headwater.processes import process_alive
 
 if TYPE_CHECKING:
+    from headwater.api.runs import DeletedRun
     from headwater.spec.ir import PipelineIR
 
 __all__ = ["Checked", "NewRun", "RunOperations"]
@@ -292,9 +293,9 @@ class RunOperations:
         self.store.update_recurring_run(recurring_run_id, status="ENABLED", next_fire_at=following)
         self.wake()
 
-    def delete(self, run_id: str) -> None:
+    def delete(self, run_id: str) -> DeletedRun:
         """Delete a run, its tasks, logs and the artifacts no other run uses (only the files
-        under its own pipeline root).
+        under its own pipeline root); what was removed.
 
         Raises:
             NotFoundError: No run has this id.
@@ -303,7 +304,7 @@ class RunOperations:
         from headwater.api.runs import delete_run
 
         self.run(run_id)
-        delete_run(run_id, metadata=self.store)
+        return delete_run(run_id, metadata=self.store)
 
 
 def _bound(ir: PipelineIR, arguments: dict[str, Any]) -> dict[str, Any]:
