@@ -6,7 +6,8 @@ logs and traces): only what lies inside an artifact store the run wrote to (its 
 root, or the default one) is read, after `..` and symlinks are resolved; a remote artifact
 (`s3://`, `gs://`) is read through its store. What is read is bounded: an artifact over
 `HEADWATER_ARTIFACT_READ_LIMIT` bytes (default 256 MiB) is refused with its URI, to be read
-there instead.
+there instead; one whose size was not recorded is refused once it is on this machine (a
+remote one downloaded whole first, into a temporary folder removed at once).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from headwater.api._store import MetadataArg
 from headwater.api.artifacts import ArtifactInfo, get_artifact
 from headwater.errors import InvalidArgumentError, NotFoundError
 
-__all__ = ["ArtifactExport", "export_artifact"]
+__all__ = ["ArtifactExport", "artifact_roots", "export_artifact"]
 
 
 @dataclass(frozen=True)
@@ -49,19 +50,19 @@ def export_artifact(
 
     art = get_artifact(ref, metadata=metadata)
     limit = config.artifact_read_limit()
-    if art.size is not None and art.size > limit:  # known before anything is read
-        raise InvalidArgumentError(
-            f"artifact {art.id} is {art.size:,} bytes, over the read limit of {limit:,} "
-            f"({config.ARTIFACT_READ_LIMIT_ENV}): read it from {art.uri}"
-        )
-    with tempfile.TemporaryDirectory(prefix="headwater-export-") as scratch:
-        path = _local_copy(art, _roots(art, metadata), scratch)
-        size = _size(path)
+
+    def check(size: int) -> None:
         if size > limit:
             raise InvalidArgumentError(
                 f"artifact {art.id} is {size:,} bytes, over the read limit of {limit:,} "
                 f"({config.ARTIFACT_READ_LIMIT_ENV}): read it from {art.uri}"
             )
+
+    if art.size is not None:
+        check(art.size)  # known before anything is read
+    with tempfile.TemporaryDirectory(prefix="headwater-export-") as scratch:
+        path = _local_copy(art, artifact_roots(art, metadata), scratch)
+        check(_size(path))
         name = path.name or f"artifact-{art.id}"
         if path.is_file() and not tar:
             return ArtifactExport(name, "application/octet-stream", path.read_bytes())
@@ -71,8 +72,9 @@ def export_artifact(
         return ArtifactExport(f"{name}.tar.gz", "application/gzip", buffer.getvalue())
 
 
-def _roots(art: ArtifactInfo, metadata: MetadataArg) -> list[str]:
-    """The artifact stores `art` may be read from: its run's pipeline root, the default."""
+def artifact_roots(art: ArtifactInfo, metadata: MetadataArg) -> list[str]:
+    """The artifact stores `art` may be read from (by an export, or the UI): its run's
+    pipeline root, then the default."""
     from headwater import config
     from headwater.api.runs import get_run
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
 from headwater.api.artifacts import ArtifactInfo, get_artifact
+from headwater.api.exports import artifact_roots
 from headwater.api.lineage import lineage
 from headwater.api.runs import RunDetails, RunInfo, get_run, list_runs
 from headwater.errors import InvalidArgumentError, NotFoundError
@@ -218,7 +218,7 @@ def artifact_view(ref: str, *, metadata: str | None) -> dict[str, Any]:
     from headwater.ui.traces import find_traces
 
     art = get_artifact(ref, metadata=metadata)
-    roots = _artifact_roots(art, metadata)
+    roots = artifact_roots(art, metadata)
     view = {**art.to_json(), "preview": preview(art, roots)}
     view["traces"] = [{**t, "artifact_id": art.id} for t in find_traces(art, roots)]
     if not view["traces"] and art.type == "system.HTML" and art.producer is not None:
@@ -239,18 +239,7 @@ def trace_path(artifact_id: int, name: str, *, metadata: str | None) -> Path:
     from headwater.ui.traces import trace_file
 
     art = get_artifact(str(artifact_id), metadata=metadata)
-    return trace_file(art, _artifact_roots(art, metadata), name)
-
-
-def _artifact_roots(art: ArtifactInfo, metadata: str | None) -> list[str]:
-    """The artifact stores the UI may read `art` from: its run's pipeline root, the default."""
-    from headwater import config
-
-    roots = [config.pipeline_root()]
-    if art.producer is not None:
-        with contextlib.suppress(NotFoundError):
-            roots.insert(0, get_run(art.producer.run_id, metadata=metadata).pipeline_root)
-    return [r for r in roots if r]
+    return trace_file(art, artifact_roots(art, metadata), name)
 
 
 def _sibling_traces(art: ArtifactInfo, metadata: str | None) -> list[dict[str, Any]]:
@@ -268,7 +257,7 @@ def _sibling_traces(art: ArtifactInfo, metadata: str | None) -> list[dict[str, A
             for uri in uris:
                 if uri != art.uri:
                     other = get_artifact(uri, metadata=metadata)
-                    roots = _artifact_roots(other, metadata)
+                    roots = artifact_roots(other, metadata)
                     found += [{**t, "artifact_id": other.id} for t in find_traces(other, roots)]
     return found
 
