@@ -68,8 +68,10 @@ UI_LOOPS = Path(__file__).parents[1] / "unit" / "ui" / "pipelines" / "ui_loops.p
 
 @pytest.fixture(scope="module")
 def loop_run(headwater_home: Cli) -> dict[str, Any]:
-    """A run of a 12-iteration loop whose iteration 9 fails (so the run fails)."""
-    done = headwater_home("run", str(UI_LOOPS), "--json", "--param", "fail_on=81")
+    """A run of a 12-iteration loop whose iteration 9 fails, once the others have run (so the
+    run fails)."""
+    marks = f"marks={headwater_home.home / 'loop-marks'}"
+    done = headwater_home("run", str(UI_LOOPS), "--json", "--param", "fail_on=81", "--param", marks)
     assert done.result is not None and done.result["state"] == "FAILED", done.describe()
     return done.result
 

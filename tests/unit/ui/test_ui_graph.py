@@ -152,8 +152,11 @@ def inside(inner: dict[str, float], outer: dict[str, float], w: float = 180, h: 
     )
 
 
-def test_a_long_loop_draws_some_iterations_as_groups_and_folds_the_rest(store: Store) -> None:
-    done = headwater.run(UI_LOOPS, {"fail_on": 81})  # iteration 9 (9 * 9) fails
+def test_a_long_loop_draws_some_iterations_as_groups_and_folds_the_rest(
+    store: Store, tmp_path: Path
+) -> None:
+    # Iteration 9 (9 * 9) fails, once the others have run.
+    done = headwater.run(UI_LOOPS, {"fail_on": 81, "marks": str(tmp_path / "marks")})
     assert done.state == "FAILED"
     graph = call("GET", f"/api/v1/runs/{done.run_id}/graph").json()
     assert graph == call("GET", f"/api/v1/runs/{done.run_id}").json()["graph"]
