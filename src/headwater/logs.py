@@ -1,8 +1,9 @@
 """Task logs of any size: written under a size cap, read from the end in bounded bytes.
 
-A task's log is `log.txt` in its directory. When a size cap is set
-(`HEADWATER_TASK_LOG_LIMIT`), the task's output reaches it through a pump
-(`headwater.executors.pump`) that writes with a `CappedLog`: once the file passes the cap,
+A task's log is `log.txt` in its directory. The task's output reaches it through a pipe that
+the local executor's fork server reads (`headwater.executors.task_logs`; on Dask, the worker
+that ran it), written with a `CappedLog` under the cap (`HEADWATER_TASK_LOG_LIMIT`, 64 MiB by
+default, 0 for none): once the file passes the cap,
 its first half is kept, a marked cut follows, then the latest quarter of the cap, and the file
 goes on growing from there until it passes the cap again (a rotation). So a task that prints
 1 GB leaves a log of at most the cap, holding how it started and how it ended.

@@ -2,9 +2,11 @@
 
 Headwater never runs a component's `pip install` prelude (it would reinstall kfp into the
 user's environment). Instead the requirements are checked against what is installed here; with
-`--install-packages`, the missing ones go into a directory keyed by the requirement set under
-`$HEADWATER_HOME/envs/`, installed once and put first on the task's `sys.path` and on the
-`PYTHONPATH` of every process the task starts. pip's output is kept there (`install.log`)
+`--install-packages`, the missing ones go into a directory keyed by the requirement set and
+the index options (`pip_index_urls`, trusted hosts) under `$HEADWATER_HOME/envs/`, installed
+once (one process at a time builds it in a private folder, published whole by one rename)
+and put first on the task's `sys.path` and on the `PYTHONPATH` of every process the task
+starts. pip's output is kept there (`install.log`)
 and shown at the top of the log of every task that uses them; a failed install fails with
 pip's own `ERROR:` lines.
 """

@@ -6,7 +6,7 @@ handler); a request no row matches answers 501 naming the endpoint. Handlers run
 thread (the store is synchronous), only parse, call and convert (`server.kfp`), and raise
 Headwater's errors: `NotFoundError` is a 404, `ConflictError` a 409, any other `UserError` a
 400, each with KFP's error body; nothing answers a traceback. The list endpoints are one
-handler over a table of what each lists (`LISTS`).
+handler (`register_list`), given what each lists as a `Listing`.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ async def handle(request: Request) -> Response:
 
 @dataclass(frozen=True)
 class Listing:
-    """One list endpoint: what it lists and how (see `LISTS`).
+    """One list endpoint: what it lists and how (served by `register_list`).
 
     Attributes:
         path: The route.

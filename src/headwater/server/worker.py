@@ -11,7 +11,8 @@ going; the next server finds them by pid and start time.
 fresh interpreter (the launcher forks warm ones instead: `server.launcher`).
 
 Exit status: 0 succeeded, 1 failed, 2 bad input (nothing ran), 3 not in the queue any more,
-130 interrupted.
+75 left its run without another write (its lease could not be renewed, or another server
+took the run over: `api.running.run_queued`), 130 interrupted.
 """
 
 from __future__ import annotations

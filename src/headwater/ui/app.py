@@ -5,8 +5,8 @@ With a token, every request must carry it (`headwater.security.TokenAuth`):
 with `?token=T` sets once (HttpOnly, SameSite=Strict) before redirecting to the same URL
 without it. Whatever the token, `headwater.security.BrowserGuard` refuses (403) a `Host`
 that is not a loopback name or one of `allowed_hosts`, and a change sent from another
-site's page; and (415) a POST to the API that is not JSON, which is all `static/launch.js`
-sends (the pages' own forms only GET). Errors are JSON `{"error": "..."}` under `/api/`,
+site's page; and (415) a POST to the API that is not JSON, which is all the pages' scripts
+send (the pages' own forms only GET). Errors are JSON `{"error": "..."}` under `/api/`,
 and a short HTML page elsewhere; never a traceback.
 """
 

@@ -1,5 +1,6 @@
-"""The HTML pages: Runs, Start a run, Run, Artifact, Compare, Models. Server-rendered with Jinja2
-(autoescaped). `static/app.js` adds deleting, the task panel and live updates;
+"""The HTML pages: Runs, Start a run, Run, Artifact, Compare, Models (the catalog's pages,
+Experiments, Pipelines and Recurring runs, are `ui.catalog_routes`). Server-rendered with
+Jinja2 (autoescaped). `static/app.js` adds deleting, the task panel and live updates;
 `static/launch.js` posts the Start a run form; `static/runs.js` chooses the runs table's
 columns; `static/models.js` changes a model version's stage."""
 

@@ -233,7 +233,8 @@ def _history(task: TaskDetails) -> list[dict[str, Any]]:
 def _loops(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One task per loop, whose `child_tasks` are its iterations (`add[0]`, `add[1]` are
     children of `add`); each iteration's `parent_task_id` names it. Its state is FAILED if an
-    iteration failed, RUNNING while one has not ended, else SUCCEEDED."""
+    iteration failed, else CANCELED if one was canceled, else RUNNING while one has not
+    ended, else SUCCEEDED."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for task in tasks:
         base, indices = split_iterations(task["display_name"])
