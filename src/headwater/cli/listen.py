@@ -8,6 +8,7 @@ $HEADWATER_TOKEN). Bad values are `InvalidArgumentError`s: one line and exit cod
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import sys
@@ -129,4 +130,10 @@ def run_app(app: Any, listen: Listen, *, announce: str) -> None:
     sock = bind(listen.host, listen.port)
     bound = dataclasses.replace(listen, port=sock.getsockname()[1])
     print(f"headwater: {announce.format(url=bound.url)}", file=sys.stderr, flush=True)
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    # As `uvicorn.run`: Ctrl-C (raised again once the server has shut down) ends it cleanly,
+    # and an app that failed to start (its error logged) exits 3.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[sock])
+    if not server.started:
+        sys.exit(3)
