@@ -16,6 +16,7 @@ from pathlib import Path
 import headwater
 from headwater.cli.progress import ConsoleReporter
 from headwater.config import home_command
+from headwater.errors import HeadwaterError
 
 PIPELINE = Path(__file__).with_name("higgs_xgboost.py")
 #: The order the summary lists the stages in.
@@ -37,12 +38,16 @@ def main() -> int:
     args = parser.parse_args()
 
     started = time.monotonic()
-    run = headwater.run(
-        str(PIPELINE),
-        {"rows": args.rows, "rounds": args.rounds},
-        executor=args.executor,
-        hooks=[ConsoleReporter(sys.stderr)],
-    )
+    try:
+        run = headwater.run(
+            str(PIPELINE),
+            {"rows": args.rows, "rounds": args.rounds},
+            executor=args.executor,
+            hooks=[ConsoleReporter(sys.stderr)],
+        )
+    except HeadwaterError as exc:  # one line, as the CLI says it: a store it cannot open...
+        print(f"headwater: error: {exc}", file=sys.stderr)
+        return 2
     took = time.monotonic() - started
     print()
     print(f"Higgs XGBoost demo: run {run.run_id} {run.state} in {took:.1f} s")
