@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 import anyio.to_thread
@@ -23,7 +22,13 @@ try:  # 5-13x faster parsing (ADR 15); `json` is the reference and the fallback
 except ImportError:  # pragma: no cover - orjson comes with the serve extra
     _orjson = None  # type: ignore[assignment]
 
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+#: Each byte as the shape `_long_integer` looks for: a digit as "0", a byte that may precede
+#: the digits of a number's fraction or exponent (".eE+") as "x", "-" as itself, others " ".
+_SHAPE = bytes(
+    ord("0") if c in b"0123456789" else ord("x") if c in b".eE+" else c if c == ord("-") else 32
+    for c in range(256)
+)
+_RUN = b"0" * 19
 #: The response header naming the model version that served a request.
 VERSION_HEADER = "x-headwater-model-version"
 #: Bodies larger than this are parsed on a worker thread, not on the event loop.
@@ -141,8 +146,8 @@ def parse_json(body: bytes) -> Any:
         InvalidInputError: Not UTF-8, or malformed JSON (where, said).
     """
     # orjson reads an integer beyond 64 bits as a float, where `json` keeps the integer (and
-    # the tensor checks then name it): such bodies (19 digits in a row) go to `json`.
-    if _orjson is not None and not _LONG_NUMBER.search(body):
+    # the tensor checks then name it): such bodies go to `json`.
+    if _orjson is not None and not _long_integer(body):
         try:
             return _orjson.loads(body)
         except _orjson.JSONDecodeError:
@@ -157,6 +162,22 @@ def parse_json(body: bytes) -> Any:
         ) from exc
     except RecursionError as exc:
         raise InvalidInputError("malformed JSON: nested too deeply") from exc
+
+
+def _long_integer(body: bytes) -> bool:
+    """True if `body` may hold an integer of 19 digits or more: 19 digits in a row that are
+    not a number's fraction or exponent (a string's digits count too: they only cost the
+    slower parse). One pass of `bytes.translate` and `find`, not a regular expression: the
+    regex scan took ~4x orjson's parse, and a float's 19-digit fraction sent whole batches
+    to `json`."""
+    shape = body.translate(_SHAPE)
+    at = shape.find(_RUN)
+    while at != -1:
+        start = at - 1 if shape[at - 1 : at] == b"-" else at  # a negative integer's sign
+        if start == 0 or shape[start - 1] == 32:
+            return True
+        at = shape.find(_RUN, at + 1)
+    return False
 
 
 def _too_large(size: int, limit: int, *, at_least: bool = False) -> str:

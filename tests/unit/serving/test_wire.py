@@ -23,12 +23,34 @@ orjson = pytest.importorskip("orjson")
         b'{"low": -9223372036854775809, "max": 18446744073709551615}',
         b'{"nan": NaN, "inf": Infinity, "ninf": -Infinity}',  # json's extensions
         b'{"huge": 1e400}',
+        b"-123456789012345678901234567890",  # a bare negative one, at the start
+        b'{"s": "12345678901234567890123", "n": [1, 2]}',  # digits in a string
+        b'{"f": 0.1234567890123456789012, "e": 1e-1234567890123456789012}',  # no integers
     ],
 )
 def test_bodies_parse_as_json_parses_them(body: bytes) -> None:
     got = wire.parse_json(body)
     expected = json.loads(body)
     assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+
+
+@pytest.mark.parametrize(
+    ("body", "long"),
+    [
+        (b'{"big": 123456789012345678901234567890}', True),
+        (b'{"low":-9223372036854775809}', True),
+        (b"12345678901234567890", True),
+        (b'["12345678901234567890"]', True),  # in a string: only the slower parse
+        (b'{"f": 0.0002314434456825256123}', False),  # a float's long fraction: orjson
+        (b'{"e": 1e-1234567890123456789, "E": 2E+1234567890123456789}', False),
+        (b'{"data": [1, 22, 333, 1234567890123456789.5]}', True),  # 19 integer digits
+        (b'{"data": [1.5, -2.25, 3]}', False),
+    ],
+)
+def test_only_bodies_with_long_integers_leave_orjson(body: bytes, long: bool) -> None:
+    # A float's 19-digit fraction (json writes many float32 values so) sent whole batches to
+    # the standard library's parser, 3-4x slower.
+    assert wire._long_integer(body) is long
 
 
 def test_orjson_is_the_fast_path() -> None:
