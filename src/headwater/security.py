@@ -351,14 +351,15 @@ class BrowserGuard:
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope) -> tuple[int, str] | None:
-        """(status, message) for a request the rules refuse; None to let it through."""
+        """(status, message) for a request the rules refuse; None to let it through. Every
+        request pays for this, so a header is decoded only when a rule reads it."""
         seen: dict[bytes, bytes] = {}
-        body = False
+        chunked = False
         for key, value in scope.get("headers", ()):  # one pass; ASGI names are lower case
-            if key in _READ and key not in seen:
-                seen[key] = value
+            if key in _READ:
+                seen.setdefault(key, value)
             elif key == b"transfer-encoding":
-                body = True
+                chunked = True
         raw_host = seen.get(b"host")
         host = None if raw_host is None else bytes(raw_host).decode("latin-1")
         if host is not None and not self._any_host and not self._host_answered(host):
@@ -366,39 +367,39 @@ class BrowserGuard:
         method = scope["method"]
         if method in SAFE_METHODS:
             return None
-        origin, site, kind = (
-            None if seen.get(k) is None else bytes(seen[k]).decode("latin-1")
-            for k in (b"origin", b"sec-fetch-site", b"content-type")
-        )
-        body = body or bytes(seen.get(b"content-length", b"0")).strip() != b"0"
-        if origin is not None and not _same_origin(origin, scope.get("scheme", "http"), host):
-            own = f"{scope.get('scheme', 'http')}://{host}" if host else "unknown"
-            return 403, (
-                f"cross-site request refused: {method} from Origin {origin!r}, not this "
-                f"server's ({own}): {_ELSEWHERE}"
-            )
-        if site is not None and site.strip().lower() == "cross-site":
+        raw_origin = seen.get(b"origin")
+        if raw_origin is not None:
+            origin = bytes(raw_origin).decode("latin-1")
+            if not _same_origin(origin, scope.get("scheme", "http"), host):
+                own = f"{scope.get('scheme', 'http')}://{host}" if host else "unknown"
+                return 403, (
+                    f"cross-site request refused: {method} from Origin {origin!r}, not this "
+                    f"server's ({own}): {_ELSEWHERE}"
+                )
+        site = seen.get(b"sec-fetch-site")
+        if site is not None and bytes(site).decode("latin-1").strip().lower() == "cross-site":
             return 403, (
                 f"cross-site request refused: a page of another site sent {method} "
                 f"{scope['path']} (Sec-Fetch-Site: cross-site): {_ELSEWHERE}"
             )
+        if method not in ("POST", "PUT", "PATCH") or not scope["path"].startswith(self._json_only):
+            return None
+        if not chunked and bytes(seen.get(b"content-length", b"0")).strip() == b"0":
+            return None  # no body
+        raw_kind = seen.get(b"content-type")
+        kind = None if raw_kind is None else bytes(raw_kind).decode("latin-1")
+        media = (kind or "").partition(";")[0].strip().lower()
+        upload = media == "multipart/form-data" and scope["path"] in self._uploads
         if (
-            body
-            and method in ("POST", "PUT", "PATCH")
-            and scope["path"].startswith(self._json_only)
+            media != "application/json"
+            and not (media.startswith("application/") and media.endswith("+json"))
+            and not upload
         ):
-            media = (kind or "").partition(";")[0].strip().lower()
-            upload = media == "multipart/form-data" and scope["path"] in self._uploads
-            if (
-                media != "application/json"
-                and not (media.startswith("application/") and media.endswith("+json"))
-                and not upload
-            ):
-                return 415, (
-                    f"{method} {scope['path']} takes JSON only: send 'Content-Type: "
-                    f"application/json' (got {kind or 'none'!r}), a type no page of another "
-                    "site can send here"
-                )
+            return 415, (
+                f"{method} {scope['path']} takes JSON only: send 'Content-Type: "
+                f"application/json' (got {kind or 'none'!r}), a type no page of another "
+                "site can send here"
+            )
         return None
 
     def _host_answered(self, host: str) -> bool:
