@@ -24,6 +24,24 @@ def capped(path: Path, limit: int = LIMIT) -> tuple[CappedLog, int]:
     return CappedLog(str(path), fd, limit), fd
 
 
+def follow(log: CappedLog, fd: int, follower: _LogFollower, chunks: list[bytes]) -> list[str]:
+    """Write `chunks` to `log`, the follower reading after each; then close it and read the
+    rest: every line the follower handed out."""
+    seen: list[str] = []
+    for chunk in chunks:
+        log.write(chunk)
+        for lines in follower.read(final=False):
+            seen.extend(lines)
+    os.close(fd)
+    for lines in follower.read(final=True):
+        seen.extend(lines)
+    return seen
+
+
+def line_numbers(seen: list[str]) -> list[int]:
+    return [int(m[1]) for line in seen if (m := re.fullmatch(r"line (\d{9}) x{40}", line))]
+
+
 def test_a_capped_log_keeps_its_start_its_end_and_says_how_much_was_cut(
     tmp_path: Path,
 ) -> None:
@@ -103,16 +121,10 @@ def test_a_follower_of_a_capped_log_keeps_its_place_through_rotations(
     log, fd = capped(path)
     follower = _LogFollower(str(path), LIMIT)
     stream = numbered(0, 20_000)
-    seen: list[str] = []
-    for at in range(0, len(stream), between):
-        log.write(stream[at : at + between])
-        for lines in follower.read(final=False):
-            seen.extend(lines)
-    os.close(fd)
-    for lines in follower.read(final=True):
-        seen.extend(lines)
+    chunks = [stream[at : at + between] for at in range(0, len(stream), between)]
+    seen = follow(log, fd, follower, chunks)
 
-    numbers = [int(m[1]) for line in seen if (m := re.fullmatch(r"line (\d{9}) x{40}", line))]
+    numbers = line_numbers(seen)
     assert numbers == sorted(numbers) and numbers[-1] == 19_999  # in order, to the end
     notes = [line for line in seen if "cut here" in line]
     assert bool(notes) == misses
@@ -133,13 +145,5 @@ def test_a_follower_of_a_log_cut_before_it_started_shows_only_what_follows(
     log, fd = capped(path)
     log.write(numbered(0, 5_000))  # the first attempt, past the cap
     follower = _LogFollower(str(path), LIMIT)
-    seen: list[str] = []
-    for at in range(5_000, 6_000, 100):
-        log.write(numbered(at, 100))
-        for lines in follower.read(final=False):
-            seen.extend(lines)
-    os.close(fd)
-    for lines in follower.read(final=True):
-        seen.extend(lines)
-    numbers = [int(m[1]) for line in seen if (m := re.fullmatch(r"line (\d{9}) x{40}", line))]
-    assert numbers == list(range(5_000, 6_000))
+    seen = follow(log, fd, follower, [numbered(at, 100) for at in range(5_000, 6_000, 100)])
+    assert line_numbers(seen) == list(range(5_000, 6_000))
