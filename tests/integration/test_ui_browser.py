@@ -239,6 +239,7 @@ def test_start_a_run_from_the_form(page: Any) -> None:
     shift = page.locator("#p-shift")
     expect(shift).to_be_visible(timeout=TIMEOUT_MS)
     shift.fill("0.15")
+    expect(page.locator("#launch")).to_be_enabled()  # by launch.js, which posts the form
     page.locator("#launch").click()
     expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]{36}$"), timeout=TIMEOUT_MS)
     # The page updates itself while the run goes on (polling the API, reloading at the end).

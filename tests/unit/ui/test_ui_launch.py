@@ -57,6 +57,8 @@ def test_the_form_is_typed_from_the_pipeline_parameters(home: Path) -> None:
     assert re.search(r'id="p-name"[^>]*value="hello"', page, re.S)
     assert "[1, 2]</textarea>" in page and '{"a": 1}</textarea>' in page
     assert "/static/launch.js" in page
+    # Its button waits for launch.js: a click before the script would GET the form's fields.
+    assert '<button id="launch" disabled>' in page
 
 
 def test_start_a_run_and_land_on_its_page(home: Path) -> None:

@@ -49,6 +49,7 @@ function setupLaunch() {
   const form = document.getElementById("launch-form");
   if (!form) return;
   const error = document.getElementById("launch-error");
+  document.getElementById("launch").disabled = false; // disabled until this script has the form
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     error.textContent = "";
