@@ -48,6 +48,13 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         help="largest request body in MiB (default 32); larger ones get 413",
     )
     serve.add_argument(
+        "--grpc-port",
+        type=int,
+        metavar="P",
+        help="also serve the Open Inference Protocol over gRPC on port P (KServe's and "
+        "Triton's gRPC clients; same host, token and models)",
+    )
+    serve.add_argument(
         "--canary",
         action="append",
         default=[],
@@ -87,6 +94,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise InvalidArgumentError(f"--workers must be at least 1, got {args.workers}")
     max_body = megabytes(args.max_body_mb, "--max-body-mb")
+    if args.grpc_port is not None and not 1 <= args.grpc_port <= 65535:
+        raise InvalidArgumentError(f"--grpc-port must be from 1 to 65535, got {args.grpc_port}")
+    if args.grpc_port is not None and args.grpc_port == args.port:
+        raise InvalidArgumentError(f"--grpc-port {args.grpc_port} is --port too: choose another")
+    if args.grpc_port is not None:
+        from headwater.serving._deps import require_grpc
+
+        require_grpc()
     sources = resolve_all(args.models, metadata=args.metadata_url)
     canaries = tuple(_canary(spec, args.metadata_url) for spec in args.canary)
     batching = _batching(args.max_batch_size, args.max_latency_ms, [s.name for s in sources])
@@ -100,6 +115,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         canaries=canaries,
         batching=batching,
         allowed_hosts=tuple(args.allow_host),
+        grpc_port=args.grpc_port,
     )
     serve(config, announce=lambda line: print(f"headwater: {line}", file=sys.stderr, flush=True))
     return 0

@@ -1,4 +1,4 @@
-"""The libraries the model server needs, or an error naming the `serve` extra."""
+"""The libraries the model server needs, or an error naming the `serve` (or `grpc`) extra."""
 
 from __future__ import annotations
 
@@ -15,3 +15,16 @@ def require_serve() -> None:
         MissingDependencyError: One is missing; the message names it and the extra.
     """
     require_installed(SERVE_MODULES, "serve", "The model server")
+
+
+#: What `pip install 'headwater[grpc]'` adds for `--grpc-port`, by import name.
+GRPC_MODULES = ("grpc", "tritonclient.grpc")
+
+
+def require_grpc() -> None:
+    """Check that the gRPC protocol's libraries are installed (`headwater serve --grpc-port`).
+
+    Raises:
+        MissingDependencyError: One is missing; the message names it and the extra.
+    """
+    require_installed(GRPC_MODULES, "grpc", "The inference protocol over gRPC")

@@ -71,6 +71,7 @@ def create_app(
     change_log: ChangeLog | None = None,
     metrics: bool = True,
     allowed_hosts: Iterable[str] = (),
+    grpc: tuple[str, int] | None = None,
 ) -> FastAPI:
     """The model server app.
 
@@ -89,6 +90,8 @@ def create_app(
             registry of this app's own.
         allowed_hosts: `Host` names answered to besides loopback's (`--allow-host`; `"*"`
             for any; see `headwater.security.hosts_for_bind` for a server beyond loopback).
+        grpc: (host, port) to serve the Open Inference Protocol over gRPC on as well, from
+            the app's start to its end (`headwater.serving.grpc_service`); None: not.
 
     Raises:
         UserError: A spec names nothing servable, or a model fails to load.
@@ -121,6 +124,7 @@ def create_app(
         hooks = (*hooks, exporter)
         app.include_router(metrics_router(exporter))
     app.state.headwater = ServingContext(repository, hooks, max_body_bytes)
+    app.state.grpc = None if grpc is None else (*grpc, token)
     app.include_router(v1.router)
     app.include_router(triton.router)  # before V2's: `/v2/models/stats` is not a model
     app.include_router(v2.router)
@@ -143,14 +147,28 @@ def create_app(
     return app
 
 
+#: Seconds a stopping server gives gRPC calls in flight.
+GRPC_GRACE_S = 5.0
+
+
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """At server start, move what is alive (modules, the models, the app) out of the
-    garbage collector's sight: a full collection walked all of it, ~100 ms with an XGBoost
-    model loaded, once every few thousand requests, and that pause was the latency tail."""
+    """Start the gRPC listener, if any (stopped at the end). Then move what is alive
+    (modules, the models, the app) out of the garbage collector's sight: a full collection
+    walked all of it, ~100 ms with an XGBoost model loaded, once every few thousand requests,
+    and that pause was the latency tail."""
+    server = None
+    if app.state.grpc is not None:
+        from headwater.serving import grpc_service
+
+        server = await grpc_service.start(app.state.headwater, *app.state.grpc)
     gc.collect()
     gc.freeze()
-    yield
+    try:
+        yield
+    finally:
+        if server is not None:
+            await server.stop(grace=GRPC_GRACE_S)
 
 
 def _load(models: Iterable[str | ModelSource]) -> ModelRepository:

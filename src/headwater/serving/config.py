@@ -57,6 +57,7 @@ class ServerConfig:
         batching: Adaptive batching by endpoint name (models not named are not batched).
         allowed_hosts: `Host` names answered to besides loopback's (`--allow-host`); on a
             non-loopback `host`, none means any (`headwater.security.hosts_for_bind`).
+        grpc_port: Also serve the Open Inference Protocol over gRPC on this port (None: not).
     """
 
     sources: tuple[ModelSource, ...]
@@ -68,6 +69,7 @@ class ServerConfig:
     canaries: tuple[Canary, ...] = ()
     batching: dict[str, Batching] = field(default_factory=dict)
     allowed_hosts: tuple[str, ...] = ()
+    grpc_port: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The settings as JSON (the token included: keep the file private)."""
@@ -86,6 +88,7 @@ class ServerConfig:
                 for name, b in self.batching.items()
             },
             "allowed_hosts": list(self.allowed_hosts),
+            "grpc_port": self.grpc_port,
         }
 
     @classmethod

@@ -84,12 +84,16 @@ def serve(config: ServerConfig, *, announce: Callable[[str], None] = lambda line
         host = f"[{config.host}]" if ":" in config.host else config.host
         workers = f" with {config.workers} workers" if config.workers > 1 else ""
         announce(f"serving on http://{host}:{port}{workers} (KServe V1 /v1/models, V2 /v2)")
+        if config.grpc_port is not None:
+            check_free(config.host, config.grpc_port)
+            announce(f"the inference protocol over gRPC on {host}:{config.grpc_port}")
         if config.workers == 1:
             app = create_app(
                 repository,
                 token=config.token,
                 max_body_bytes=config.max_body_bytes,
                 allowed_hosts=hosts,
+                grpc=_grpc(config),
             )
             settings = uvicorn.Config(
                 app,
@@ -154,7 +158,31 @@ def app_from_environment() -> FastAPI:
         max_body_bytes=config.max_body_bytes,
         change_log=changes,
         allowed_hosts=hosts_for_bind(config.host, config.allowed_hosts),
+        grpc=_grpc(config),
     )
+
+
+def _grpc(config: ServerConfig) -> tuple[str, int] | None:
+    return None if config.grpc_port is None else (config.host, config.grpc_port)
+
+
+def check_free(host: str, port: int) -> None:
+    """Refuse a port something listens on already: gRPC's own bind shares a port with any
+    other `SO_REUSEPORT` socket of this user (another server's), as its workers share it.
+
+    Raises:
+        UserError: The port is taken.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            raise UserError(
+                f"cannot listen for gRPC on {host}:{port}: {exc.strerror}: choose another "
+                "--grpc-port"
+            ) from exc
 
 
 def build_repository(config: ServerConfig) -> ModelRepository:
