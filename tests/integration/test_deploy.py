@@ -179,6 +179,8 @@ def test_bad_deployments_are_one_line(headwater: Cli, monkeypatch: pytest.Monkey
         ({"workers": 0}, "workers must be between 1"),
         ({"max_batch_size": 2.5}, "max_batch_size must be an integer"),
         ({"max_latency_ms": -1}, "max_latency_ms must be 0 or more"),
+        ({"grpc_port": 0}, "grpc_port must be"),
+        ({"grpc_port": 9000, "port": 9000}, "grpc_port 9000 is port too"),
     ]:
         with pytest.raises(UserError, match=re.escape(said)):
             api.deploy_model("nope", name="x", **bad)  # type: ignore[arg-type]

@@ -111,6 +111,28 @@ def test_grpc_clients_infer_as_over_rest(headwater: Cli, tmp_path: Path) -> None
         assert 'protocol="grpc",status="400"' in metrics
 
 
+def test_a_deployed_endpoint_serves_grpc_too(
+    headwater: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import headwater as api
+
+    monkeypatch.setenv("HEADWATER_HOME", str(headwater.home))
+    monkeypatch.delenv("HEADWATER_TOKEN", raising=False)
+    model = save_booster(tmp_path / "model")
+    port = free_port()
+    deployed = api.deploy_model(str(model), name="churn", grpc_port=port)
+    try:
+        assert deployed.action == "started"
+        assert deployed.endpoint.config["grpc_port"] == port
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+        rows = np.zeros((1, 4), dtype=np.float32)
+        tensor = grpcclient.InferInput("input-0", [1, 4], "FP32")
+        tensor.set_data_from_numpy(rows)
+        assert client.infer("churn", [tensor]).as_numpy("predict").shape == (1,)
+    finally:
+        api.stop_endpoint("churn")
+
+
 def test_bad_grpc_ports_are_one_line_and_exit_2(headwater: Cli, tmp_path: Path) -> None:
     import socket
 

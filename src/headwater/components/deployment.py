@@ -43,13 +43,15 @@ def deploy_model(
     workers: int = 1,
     max_batch_size: int = 1,
     max_latency_ms: float = 5.0,
+    grpc_port: int = 0,
 ) -> NamedTuple("Outputs", url=str, endpoint=str, version=str):  # type: ignore[valid-type]
     """Serve version `model_version` (or the newest in `stage`, or the production version,
     else the newest) of the registered model `model_name` as `endpoint` (default: the
     model's name); output the server's URL, the endpoint's name and the version served.
 
     `port` 0 keeps a running endpoint's port or picks a free one. `max_batch_size` above 1
-    turns on adaptive batching.
+    turns on adaptive batching. `grpc_port` above 0 also serves the inference protocol over
+    gRPC there.
     """
     from headwater.components.registration import deploy_in_run
 
@@ -63,6 +65,7 @@ def deploy_model(
         workers=workers,
         max_batch_size=max_batch_size,
         max_latency_ms=max_latency_ms,
+        grpc_port=grpc_port or None,
     )
     print(f"endpoint {name!r} {action}: {url} serves {model_name!r} version {version}")
     return (url, name, version)

@@ -148,6 +148,10 @@ def deploy_model(
 
     wanted = DeploySettings.of(settings, caller="deploy_model")
     require_serve()
+    if wanted.grpc_port is not None:
+        from headwater.serving._deps import require_grpc
+
+        require_grpc()
     alias, target = parse_spec(model)
     url = metadata or config.metadata_url()
     store = open_store(url)

@@ -26,6 +26,8 @@ class DeploySettings:
         workers: Server processes (an update without a restart needs 1).
         max_batch_size: Adaptive batching's largest batch (1: off).
         max_latency_ms: Adaptive batching's longest wait for a batch to fill.
+        grpc_port: Also serve the inference protocol over gRPC on this port (None: not;
+            needs the `grpc` extra).
     """
 
     host: str = "127.0.0.1"
@@ -33,6 +35,7 @@ class DeploySettings:
     workers: int = 1
     max_batch_size: int = 1
     max_latency_ms: float = 5.0
+    grpc_port: int | None = None
 
     @classmethod
     def of(cls, given: Mapping[str, Any], *, caller: str) -> DeploySettings:
@@ -59,6 +62,15 @@ class DeploySettings:
         latency = self.max_latency_ms
         if isinstance(latency, bool) or not isinstance(latency, int | float) or not latency >= 0:
             raise InvalidArgumentError(f"max_latency_ms must be 0 or more, got {latency!r}")
+        if self.grpc_port is not None:
+            if count("grpc_port", self.grpc_port, minimum=1) > 65535:
+                raise InvalidArgumentError(
+                    f"grpc_port must be from 1 to 65535, got {self.grpc_port}"
+                )
+            if self.grpc_port == self.port:
+                raise InvalidArgumentError(
+                    f"grpc_port {self.grpc_port} is port too: choose another"
+                )
 
     def to_config(self) -> dict[str, Any]:
         """The settings as the endpoint's record keeps them (`EndpointRecord.config`)."""
@@ -72,4 +84,6 @@ class DeploySettings:
                 "--max-batch-size", str(self.max_batch_size),
                 "--max-latency-ms", str(self.max_latency_ms),
             ]  # fmt: skip
+        if self.grpc_port is not None:
+            args += ["--grpc-port", str(self.grpc_port)]
         return args
