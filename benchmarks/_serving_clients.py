@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""The load generator for ``serving.py``: N keep-alive HTTP/1.1 clients POSTing one body.
+"""The load generator for ``serving.py``: N keep-alive HTTP/1.1 clients POSTing one body (or,
+with ``--grpc``, N gRPC channels calling ModelInfer with one serialized request).
 
 Run as its own process so that the client's event loop does not share a GIL with the server
 or with the orchestrating script::
@@ -102,17 +103,50 @@ async def client(
         writer.close()
 
 
+async def grpc_client(
+    host: str,
+    port: int,
+    request: bytes,
+    start_at: float,
+    stop_at: float,
+    latencies: list[float],
+    errors: list[str],
+) -> None:
+    """One gRPC channel (its own HTTP/2 connection) calling ModelInfer in a closed loop with
+    a request serialized once: no protobuf work in the client."""
+    import grpc
+
+    async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
+        infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= stop_at:
+                break
+            try:
+                await infer(request)
+                t1 = time.perf_counter()
+                if t0 >= start_at and t1 <= stop_at:
+                    latencies.append(t1 - t0)
+            except grpc.aio.AioRpcError as exc:
+                if time.perf_counter() >= start_at:
+                    errors.append(f"{exc.code().name}: {exc.details()}")
+                await asyncio.sleep(0.01)
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     body = Path(args.body_file).read_bytes()
-    request = build_request(args.host, args.port, args.path, body)
     latencies: list[float] = []
     errors: list[str] = []
     begin = time.perf_counter()
     start_at = begin + args.warmup
     stop_at = start_at + args.seconds
+    if args.grpc:
+        one, request = grpc_client, body
+    else:
+        one, request = client, build_request(args.host, args.port, args.path, body)
     await asyncio.gather(
         *(
-            client(args.host, args.port, request, start_at, stop_at, latencies, errors)
+            one(args.host, args.port, request, start_at, stop_at, latencies, errors)
             for _ in range(args.clients)
         )
     )
@@ -140,7 +174,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--path", required=True)
+    p.add_argument("--path", default="", help="the HTTP path (not with --grpc)")
+    p.add_argument(
+        "--grpc",
+        action="store_true",
+        help="call ModelInfer over gRPC instead; the body file is a serialized ModelInferRequest",
+    )
     p.add_argument("--body-file", required=True)
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--seconds", type=float, default=10.0)

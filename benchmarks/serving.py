@@ -135,6 +135,43 @@ def v2_body(x: Any) -> bytes:
     ).encode()
 
 
+def grpc_body(x: Any) -> bytes:
+    """The same request as a serialized ModelInferRequest, its tensor as raw contents (what
+    Triton's client sends)."""
+    from tritonclient.grpc import service_pb2 as pb
+
+    request = pb.ModelInferRequest(model_name=MODEL, id="bench")
+    request.inputs.add(name="input-0", datatype="FP32", shape=list(x.shape))
+    request.raw_input_contents.append(x.astype("<f4").tobytes())
+    return bytes(request.SerializeToString())
+
+
+def check_grpc_answer(port: int, body: bytes, expected: Any) -> None:
+    import grpc
+    import numpy as np
+    from tritonclient.grpc import service_pb2 as pb
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            try:
+                answer = pb.ModelInferResponse.FromString(infer(body, timeout=30))
+                break
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    said = f"{exc.code().name} {exc.details()}"
+                    raise NotRunError(f"wrong gRPC answer: {said}") from exc
+                time.sleep(0.2)
+    if answer.raw_output_contents:
+        got = np.frombuffer(answer.raw_output_contents[0], dtype="<f4").astype(np.float64)
+    else:
+        contents = answer.outputs[0].contents
+        got = np.asarray(contents.fp32_contents or contents.fp64_contents, dtype=np.float64)
+    if got.shape != expected.shape or not np.allclose(got, expected, rtol=0, atol=TOLERANCE):
+        raise NotRunError(f"wrong gRPC answer: {got[:3]} vs expected {expected[:3]}")
+
+
 # --- virtualenvs ----------------------------------------------------------------------------
 
 
@@ -286,6 +323,7 @@ class Server:
     setup: Callable[[], str] | None = None  # builds its venv; returns how
     env: dict[str, str] = field(default_factory=dict)
     python: Path | None = None
+    grpc_port: int | None = None  # set by `start` when it serves gRPC (--grpc)
 
 
 def free_port() -> int:
@@ -307,23 +345,24 @@ def servers(args: argparse.Namespace, model: Path) -> list[Server]:
     if "headwater" in only:
         for label, env in builds:
             for n in args.workers:
-                out.append(
-                    Server(
-                        f"{label} ({n} worker{'s' if n > 1 else ''})",
-                        lambda port, _d, n=n: [
-                            str(headwater),
-                            "serve",
-                            f"{MODEL}={model}",
-                            "--port",
-                            str(port),
-                            "--workers",
-                            str(n),
-                        ],
-                        note=f"headwater serve --workers {n}"
-                        + (f", code from {env['PYTHONPATH']}" if env else ""),
-                        env=env,
-                    )
+                hw = Server(
+                    f"{label} ({n} worker{'s' if n > 1 else ''})",
+                    lambda p, w: [],
+                    note=f"headwater serve --workers {n}"
+                    + (f", code from {env['PYTHONPATH']}" if env else ""),
+                    env=env,
                 )
+
+                def hw_cmd(port: int, _work: Path, n: int = n, hw: Server = hw) -> list[str]:
+                    cmd = [str(headwater), "serve", f"{MODEL}={model}", "--port", str(port)]
+                    cmd += ["--workers", str(n)]
+                    if args.grpc and not hw.env:  # the baseline has no gRPC
+                        hw.grpc_port = free_port()
+                        cmd += ["--grpc-port", str(hw.grpc_port)]
+                    return cmd
+
+                hw.start = hw_cmd
+                out.append(hw)
     if "fastapi" in only:
 
         def fastapi_cmd(port: int, work: Path) -> list[str]:
@@ -355,11 +394,12 @@ def servers(args: argparse.Namespace, model: Path) -> list[Server]:
         def ml_cmd(port: int, work: Path) -> list[str]:
             root = work / "mlserver"
             (root / MODEL).mkdir(parents=True, exist_ok=True)
+            ml.grpc_port = free_port() if args.grpc else None
             settings = {
                 "debug": False,
                 "host": "127.0.0.1",
                 "http_port": port,
-                "grpc_port": free_port(),
+                "grpc_port": ml.grpc_port or free_port(),
                 "metrics_port": free_port(),
                 "parallel_workers": 0,
             }
@@ -445,17 +485,19 @@ def check_answer(port: int, body: bytes, expected: Any) -> None:
         raise NotRunError(f"wrong answer: {got[:3]} vs expected {expected[:3]}")
 
 
-def load_run(port: int, body_file: Path, args: argparse.Namespace) -> dict[str, Any]:
+def load_run(
+    port: int, body_file: Path, args: argparse.Namespace, *, grpc: bool = False
+) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load_before = load_average()
+    how = ["--grpc"] if grpc else ["--path", f"/v2/models/{MODEL}/infer"]
     done = subprocess.run(
         [
             sys.executable,
             str(CLIENT),
             "--port",
             str(port),
-            "--path",
-            f"/v2/models/{MODEL}/infer",
+            *how,
             "--body-file",
             str(body_file),
             "--clients",
@@ -485,6 +527,7 @@ def measure(
     work: Path,
     bodies: dict[str, tuple[Path, Any]],
 ) -> dict[str, Any]:
+    grpc_bodies = {kind: path.with_suffix(".pb").read_bytes() for kind, (path, _) in bodies.items()}
     row: dict[str, Any] = {"server": server.name, "note": server.note}
     try:
         if server.setup is not None:
@@ -498,9 +541,14 @@ def measure(
             row["startup_s"] = wait_ready(running, port)
             for path, expected in bodies.values():
                 check_answer(port, path.read_bytes(), expected)
-            for kind, (path, _) in bodies.items():
+            runs = [(kind, port, path, False) for kind, (path, _) in bodies.items()]
+            if server.grpc_port is not None:
+                for kind, (path, expected) in bodies.items():
+                    check_grpc_answer(server.grpc_port, grpc_bodies[kind], expected)
+                    runs.append((f"grpc {kind}", server.grpc_port, path.with_suffix(".pb"), True))
+            for kind, at, path, grpc in runs:
                 progress(f"{server.name}: {kind} for {args.seconds:g} s (load {load_average()})")
-                row[kind] = load_run(port, path, args)
+                row[kind] = load_run(at, path, args, grpc=grpc)
                 r = row[kind]
                 progress(
                     f"  {r['rps']:.0f} req/s, p50 {r['p50_ms'] or 0:.1f} ms, "
@@ -599,6 +647,7 @@ def report(
     md = args.markdown
     headers = ["server", "req/s", "p50 ms", "p99 ms", "errors", "client CPU", "load before/after"]
     single_rows, batch_rows, installs = [], [], {}
+    grpc_rows: dict[str, list[list[str]]] = {"grpc single": [], "grpc batch": []}
     for r in rows:
         if "install" in r:
             installs[r["server"]] = r["install"]
@@ -606,12 +655,13 @@ def report(
             reason = f"not run: {r['not_run']}".replace("|", "/")
             single_rows.append([r["server"], reason, "", "", "", "", ""])
             continue
-        for kind, out in (("single", single_rows), ("batch", batch_rows)):
+        kinds = [("single", single_rows), ("batch", batch_rows), *grpc_rows.items()]
+        for kind, out in kinds:
             if kind not in r:
                 continue
             m = r[kind]
             rps = f"{m['rps']:.0f}"
-            if kind == "batch":
+            if kind.endswith("batch"):
                 rps += f" ({m['rps'] * args.batch_rows:,.0f} rows/s)"
             out.append(
                 [
@@ -632,7 +682,7 @@ def report(
     errors = {
         f"{r['server']} {kind} errors": "; ".join(r[kind]["error_samples"])[:300]
         for r in rows
-        for kind in ("single", "batch")
+        for kind in ("single", "batch", *grpc_rows)
         if kind in r and r[kind]["errors"]
     }
     setup = {
@@ -660,6 +710,13 @@ def report(
             + (" (the rounds of the 1-row table)" if best_of else ""),
             table(headers, batch_rows, md),
         ]
+    for kind, out in grpc_rows.items():
+        if out:
+            size = "1 row" if kind == "grpc single" else f"{args.batch_rows} rows"
+            parts += [
+                f"{heading(md)}V2 infer over gRPC (ModelInfer, raw contents), {size} a request",
+                table(headers, out, md),
+            ]
     if args.repeat > 1:
         parts += [f"{heading(md)}Every run (rounds alternate the servers)", every_run(runs, md)]
     bullet = "- " if md else ""
@@ -705,6 +762,12 @@ def main() -> int:
         default=1,
         help="rounds over all servers; the tables show each server's best round (default 1)",
     )
+    p.add_argument(
+        "--grpc",
+        action="store_true",
+        help="also time the same requests over gRPC (ModelInfer): headwater serve --grpc-port "
+        "(not the baseline's) and MLServer's gRPC port; one channel per client",
+    )
     add_report_options(p, "exit 2 when the target is missed")
     args = p.parse_args()
 
@@ -728,6 +791,7 @@ def main() -> int:
                 continue
             path = work / f"{kind}.json"
             path.write_bytes(v2_body(x))
+            path.with_suffix(".pb").write_bytes(grpc_body(x) if args.grpc else b"")
             bodies[kind] = (path, booster.inplace_predict(x).astype("float64").ravel())
         order = servers(args, model)
         runs = []
