@@ -150,3 +150,30 @@ def test_bad_grpc_ports_are_one_line_and_exit_2(headwater: Cli, tmp_path: Path) 
             assert done.returncode == 2, done.describe()
             lines = done.stderr.strip().splitlines()
             assert lines[-1].startswith("headwater: error: ") and said in lines[-1], lines
+
+
+def test_grpc_calls_follow_the_traffic_policy(headwater: Cli, tmp_path: Path) -> None:
+    # A canary takes its share of gRPC calls as of REST ones; a request id keeps a client on
+    # one version, and a version asked for is the one that answers.
+    from headwater.api.models import register_model
+
+    headwater.home.mkdir(parents=True, exist_ok=True)
+    metadata = f"sqlite:///{headwater.home / 'metadata.db'}"
+    for version in (1, 2):
+        model = save_booster(tmp_path / f"artifact-{version}")
+        assert register_model("churn", str(model), metadata=metadata).version == version
+    port = free_port()
+    with serving(headwater, "churn:1", "--canary", "churn:2=50", "--grpc-port", str(port)):
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+        tensor = grpcclient.InferInput("input-0", [1, 4], "FP32")
+        tensor.set_data_from_numpy(np.zeros((1, 4), dtype=np.float32))
+
+        def version(**kwargs: object) -> str:
+            answer = client.infer("churn", [tensor], **kwargs)  # type: ignore[arg-type]
+            return str(answer.get_response().model_version)
+
+        spread = {version(headers={"x-request-id": f"client-{i}"}) for i in range(40)}
+        assert spread == {"1", "2"}
+        sticky = {version(headers={"x-request-id": "one-client"}) for _ in range(10)}
+        assert len(sticky) == 1
+        assert {version(model_version="2") for _ in range(5)} == {"2"}
