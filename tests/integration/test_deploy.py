@@ -135,6 +135,19 @@ def test_redeploying_with_other_settings_restarts_on_the_same_port(
         assert infer(first.endpoint.url).status_code == 200
         same = api.deploy_model(f"churn={model}")
         assert (same.action, same.endpoint.pid) == ("unchanged", first.endpoint.pid)
+        # An endpoint recorded before a setting existed has that setting's default: the same
+        # deployment leaves its server alone.
+        from dataclasses import replace
+
+        from headwater.metadata import open_store
+
+        with open_store(f"sqlite:///{headwater.home / 'metadata.db'}") as store:
+            record = store.get_endpoint("churn")
+            assert record is not None and "grpc_port" in record.config
+            older = {k: v for k, v in record.config.items() if k != "grpc_port"}
+            store.save_endpoint(replace(record, config=older))
+        again = api.deploy_model(f"churn={model}")
+        assert (again.action, again.endpoint.pid) == ("unchanged", first.endpoint.pid)
         wider = api.deploy_model(f"churn={model}", workers=2)
         assert wider.action == "restarted"
         assert wider.endpoint.url == first.endpoint.url

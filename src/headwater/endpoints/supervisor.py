@@ -122,7 +122,9 @@ def deploy(
                 or int(existing.config.get("port") or 0)
                 or _port_of(existing.url),
             )
-            same_settings = {**existing.config, "port": settings.port} == settings.to_config()
+            # A setting newer than the record has its default there (not a change).
+            recorded = {**DeploySettings().to_config(), **existing.config, "port": settings.port}
+            same_settings = recorded == settings.to_config()
             served = existing.models[0] if existing.models else {}
             if same_settings and _same_model(served, model):
                 return existing, "unchanged"
