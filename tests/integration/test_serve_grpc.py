@@ -71,6 +71,10 @@ for call in (
         said["refused"].append(None)
     except InferenceServerException as exc:
         said["refused"].append([str(exc.status()), exc.message()])
+big = np.zeros((300_000, rows.shape[1]), dtype="float32")  # 4.8 MB: past gRPC's 4 MiB default
+large = grpcclient.InferInput("input-0", list(big.shape), "FP32")
+large.set_data_from_numpy(big)
+said["large"] = len(client.infer("churn", [large], headers=auth).as_numpy("predict"))
 print(json.dumps(said))
 """
 
@@ -146,6 +150,7 @@ def test_grpc_clients_infer_as_over_rest(headwater: Cli, tmp_path: Path) -> None
         assert "NOT_FOUND" in unknown[0] and "no model named 'nope'" in unknown[1]
         assert "UNAUTHENTICATED" in wrong_token[0] and "not this server's" in wrong_token[1]
         assert "INVALID_ARGUMENT" in narrow[0] and "has shape [3, 3]" in narrow[1]
+        assert said["large"] == 300_000  # as large as a REST body may be
         # Counted in the server's metrics under their own protocol (each worker counts its
         # own calls; fresh connections land on either).
         metrics = "".join(

@@ -17,7 +17,8 @@ a bad input INVALID_ARGUMENT, an unknown model NOT_FOUND, one not loaded UNAVAIL
 token UNAUTHENTICATED, each with the message the REST protocols give.
 
 Each server process listens on the port itself (`SO_REUSEPORT`: with `--workers N` the kernel
-spreads connections over the processes, as it does for the REST socket).
+spreads connections over the processes, as it does for the REST socket). A request may be as
+large as a REST body (`--max-body-mb`), not gRPC's default 4 MiB.
 """
 
 from __future__ import annotations
@@ -169,6 +170,9 @@ class InferenceService(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[mi
         except UserError as exc:
             status = 400
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except Exception:
+            status = 500  # counted as failed; gRPC answers UNKNOWN and logs it
+            raise
         finally:
             self._after_request(name, served, verb, status, time.perf_counter() - started)
 
@@ -228,7 +232,15 @@ async def start(
     Raises:
         UserError: The address cannot be bound.
     """
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
+    # Requests as large as the REST protocols take (gRPC's own default is 4 MiB).
+    size = serving.max_body_bytes
+    server = grpc.aio.server(
+        options=[
+            ("grpc.so_reuseport", 1),
+            ("grpc.max_receive_message_length", size),
+            ("grpc.max_send_message_length", -1),
+        ]
+    )
     pb_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceService(serving, token), server)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
