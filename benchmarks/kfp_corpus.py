@@ -96,6 +96,9 @@ EXCLUDING_NAMES = {
     "notebook_component": "notebook component (pip-installs nbclient/ipykernel)",
 }
 
+#: The exclusions that `--containers` runs: tasks that need their images.
+CONTAINER_REASONS = {"container component", "component loaded from YAML"}
+
 # Secrets the corpus reads through kfp-kubernetes, with the values KFP's backend e2e tests
 # create (pipeline_e2e_test.go: test-secret-1/2/3); the others are the secret names the
 # pipelines themselves use, with values their assertions accept.
@@ -726,6 +729,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ir", action="store_true", help="run the compiled IR checked in beside each .py"
     )
+    parser.add_argument(
+        "--containers",
+        action="store_true",
+        help="run the container corpus instead (container components and components loaded "
+        "from YAML, nothing else excluded) with --containers auto",
+    )
     parser.add_argument("--list", action="store_true", help="list the corpus and exclusions")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--markdown", action="store_true", help="a pasteable markdown report")
@@ -735,11 +744,15 @@ def main(argv: list[str] | None = None) -> int:
 
     entries = discover(opts.kfp_repo.resolve())
     corpus = [e for e in entries if not e.excluded]
+    if opts.containers:
+        corpus = [e for e in entries if e.excluded and set(e.excluded) <= CONTAINER_REASONS]
+        HEADWATER_ARGS[:0] = ["--containers", "auto"]
     if opts.list:
         for e in entries:
             mark = "IN " if not e.excluded else "out"
             print(f"{mark} {e.rel}  {', '.join(e.excluded) or (e.compiled or '')}")
-        print(f"{len(corpus)} of {len(entries)} files in the pure-Python corpus")
+        which = "container" if opts.containers else "pure-Python"
+        print(f"{len(corpus)} of {len(entries)} files in the {which} corpus")
         return 0
     unknown = sorted(set(CASES) - {e.rel for e in corpus})
     if unknown:

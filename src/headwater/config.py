@@ -22,6 +22,10 @@ from headwater.logs import MIN_LIMIT
 
 __all__ = [
     "component_image",
+    "container_args",
+    "container_runtime",
+    "containers",
+    "containers_dir",
     "dask_device_memory_limit",
     "dask_memory_limit",
     "dask_paused_timeout_s",
@@ -61,6 +65,13 @@ TASK_RUN_ENV = (RUN_ID_ENV, METADATA_URL_ENV)
 TASK_OUTCOME_ENV = "HEADWATER_TASK_OUTCOME"
 #: The image compiled components name.
 COMPONENT_IMAGE_ENV = "HEADWATER_COMPONENT_IMAGE"
+# Containers: which tasks run in their images, by which runtime, with which extra arguments.
+CONTAINERS_ENV = "HEADWATER_CONTAINERS"
+CONTAINER_RUNTIME_ENV = "HEADWATER_CONTAINER_RUNTIME"
+CONTAINER_ARGS_ENV = "HEADWATER_CONTAINER_ARGS"
+#: `HEADWATER_CONTAINERS` values: container components in their images when a runtime is
+#: found (auto), every task in its image (always), none (never).
+CONTAINER_MODES = ("auto", "always", "never")
 #: Set for every task under `--executor dask`: the run's scheduler, and (for a task on a
 #: worker) that worker's address.
 DASK_SCHEDULER_ENV = "HEADWATER_DASK_SCHEDULER"
@@ -151,6 +162,45 @@ def component_image() -> str:
     """`HEADWATER_COMPONENT_IMAGE`: the image Headwater's components compile to name (default
     `python:3.11-slim`, which installs Headwater from the package index when a pod starts)."""
     return _text(COMPONENT_IMAGE_ENV) or DEFAULT_COMPONENT_IMAGE
+
+
+# --- containers ---------------------------------------------------------------------------------
+
+
+def containers() -> str:
+    """`HEADWATER_CONTAINERS`: which tasks run in their container images, one of
+    `CONTAINER_MODES` (default auto)."""
+    text = _text(CONTAINERS_ENV)
+    if text is None:
+        return "auto"
+    if text.lower() not in CONTAINER_MODES:
+        raise _bad(CONTAINERS_ENV, text, "one of " + ", ".join(CONTAINER_MODES))
+    return text.lower()
+
+
+def container_runtime() -> str | None:
+    """`HEADWATER_CONTAINER_RUNTIME`: the container runtime to use (`podman`, `docker`, or a
+    path to either); None to look for podman, then docker, on PATH."""
+    return _text(CONTAINER_RUNTIME_ENV)
+
+
+def container_args() -> tuple[str, ...]:
+    """`HEADWATER_CONTAINER_ARGS`: more arguments for every `run` of the runtime, split as
+    the shell splits them (`--network=host --shm-size=1g`)."""
+    import shlex
+
+    text = _text(CONTAINER_ARGS_ENV)
+    if text is None:
+        return ()
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        raise _bad(CONTAINER_ARGS_ENV, text, f"arguments the shell can split ({exc})") from None
+
+
+def containers_dir() -> Path:
+    """What tasks in images share: the package environments installed in each image."""
+    return home() / "containers"
 
 
 # --- Dask ---------------------------------------------------------------------------------------

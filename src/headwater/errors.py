@@ -15,6 +15,7 @@ The tree::
     │   ├── StorageError                a store URL that is malformed, unreachable or missing
     │   ├── RunClaimedError             resuming a run another engine is running (names pid@host)
     │   ├── PlatformError               a kfp-kubernetes setting we cannot honour (missing secret)
+    │   ├── ContainerError              no container runtime, or an image it cannot find or pull
     │   ├── NotFoundError               an unknown run, artifact or execution id
     │   ├── ConflictError               a name taken, or a record in a state that forbids the change
     │   ├── ConfigError                 a HEADWATER_* environment variable with a bad value
@@ -121,6 +122,11 @@ class RunClaimedError(UserError):
 class PlatformError(UserError):
     """A kfp-kubernetes setting that cannot be honoured here: a missing secret or volume, a
     bad name, or a mount the operating system refuses. The message names it and the fix."""
+
+
+class ContainerError(UserError):
+    """A task that must run in its image cannot: no container runtime is found, or the image
+    cannot be found or pulled. The message names the image, the runtime and the fix."""
 
 
 class NotFoundError(UserError):

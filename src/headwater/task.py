@@ -96,6 +96,38 @@ class ResourceRequest:
 
 
 @dataclass(frozen=True)
+class InImage:
+    """How one task runs in its container image, by a container runtime (Podman or Docker).
+
+    The engine decides it (`headwater.executors.containers`); a launch without one runs on
+    the host.
+    """
+
+    #: The runtime's program: a name found on PATH (`podman`, `docker`) or a path.
+    runtime: str
+    #: The image the component names.
+    image: str
+    #: What to run: the image id the engine resolved, or `image` when it could not (the
+    #: task pulls it where it runs, by `pull`).
+    ref: str
+    #: The image's id (sha256 of its config) when resolved; part of the task's cache key.
+    digest: str = ""
+    #: kfp-kubernetes' image pull policy: IfNotPresent, Always or Never.
+    pull: str = "IfNotPresent"
+    #: A lightweight Python component, run by KFP's executor inside (`containers: always`).
+    python: bool = False
+    #: More arguments for the runtime's `run` (`HEADWATER_CONTAINER_ARGS`).
+    args: tuple[str, ...] = ()
+    #: The container's cpu (cores) and memory (bytes) limits; 0 for none.
+    cpu_limit: float = 0.0
+    memory_limit: float = 0.0
+
+    def record(self) -> dict[str, str]:
+        """What the run's record keeps of it, per task."""
+        return {"runtime": self.runtime, "image": self.image, "digest": self.digest}
+
+
+@dataclass(frozen=True)
 class Launch:
     """Everything an executor needs to run one attempt of one executor task.
 
@@ -131,6 +163,8 @@ class Launch:
     task_root: str = ""
     #: The most bytes the attempt's log keeps (see `headwater.logs`); None for no cap.
     log_limit: int | None = None
+    #: The container image it runs in, and how; None to run on the host.
+    in_image: InImage | None = None
 
 
 @dataclass
@@ -159,6 +193,8 @@ class TaskResult:
     #: The attempt's log itself, when it ran elsewhere and the log is small enough to travel
     #: with the result (saves the engine fetching it from `log_uri`).
     log_bytes: bytes | None = None
+    #: The container it ran in, `{"runtime", "image", "digest"}`; None when on the host.
+    container: dict[str, str] | None = None
 
     @property
     def ok(self) -> bool:

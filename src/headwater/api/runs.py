@@ -150,6 +150,8 @@ class TaskDetails:
     error: dict[str, Any] | None
     executor: str | None = None
     worker: str | None = None
+    #: The container it ran in (`{"runtime", "image", "digest"}`); None on the host.
+    container: dict[str, Any] | None = None
     #: The same artifacts by id (`headwater artifacts show ID`, KFP's `artifact_ids`).
     input_artifact_ids: dict[str, list[int]] = field(default_factory=dict)
     output_artifact_ids: dict[str, list[int]] = field(default_factory=dict)
@@ -180,6 +182,7 @@ class TaskDetails:
             error=e.error,
             executor=e.executor,
             worker=e.worker,
+            container=e.container,
             input_artifact_ids=ids["INPUT"],
             output_artifact_ids=ids["OUTPUT"],
         )
@@ -220,6 +223,7 @@ class TaskDetails:
             "attempts": self.attempts,
             "executor": self.executor,
             "worker": self.worker,
+            "container": self.container,
         }
 
 

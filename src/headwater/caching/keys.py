@@ -1,6 +1,7 @@
 """Cache keys: pure functions of what determines a task's outputs.
 
-A key covers the executor (image, command, args, env), the input parameter values, the input
+A key covers the executor (image, command, args, env; for a task run in its image, the
+image's id), the input parameter values, the input
 artifacts' *content* (not their URIs: a changed file is a miss, the same bytes under another
 run's URI a hit), the declared outputs, and the user's `cache_key`.
 """
@@ -63,6 +64,10 @@ def cache_key(launch: Launch, digest: Callable[[str], str | None] = local_digest
         },
         "cache_key": launch.cache_key,
     }
+    if launch.in_image is not None:
+        # Run in its image: which image exactly (its id, when resolved), unlike a host task.
+        image = launch.in_image
+        material["in_image"] = image.digest or f"unresolved:{image.image}"
     if launch.platform is not None:  # its settings, and a keyed digest of secret values
         material["platform"] = launch.platform.cache_material()
     text = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)

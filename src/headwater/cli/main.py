@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from headwater.config import CONTAINER_MODES
 from headwater.errors import HeadwaterError, HeadwaterWarning, ParameterError, UserError
 
 if TYPE_CHECKING:
@@ -125,6 +126,13 @@ def _add_run(sub: Any) -> None:
         help="fail a task that asks for more CPU, memory or accelerators than this machine has "
         "(default: run it with what there is, after a warning)",
     )
+    run.add_argument(
+        "--containers",
+        choices=CONTAINER_MODES,
+        help="which tasks run in their container images, by Podman or Docker: auto (container "
+        "components, when a runtime is found), always (Python components too), never (all on "
+        "this machine); default $HEADWATER_CONTAINERS, else auto",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="stream task output")
     run.add_argument(
         "--executor",
@@ -200,6 +208,7 @@ def run_options(
         hooks=list(hooks),
         install_packages=args.install_packages,
         strict_resources=args.strict_resources,
+        containers=args.containers,
         **executor_options,
     )
 

@@ -18,6 +18,7 @@ from headwater.cli.listen import (
     max_body_bytes,
     run_app,
 )
+from headwater.config import CONTAINER_MODES
 from headwater.errors import InvalidArgumentError
 
 
@@ -55,6 +56,13 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         metavar="S",
         help="with several servers on one database: a run whose worker on another machine has "
         "not renewed its lease for S seconds is resumed here (default 30)",
+    )
+    server.add_argument(
+        "--containers",
+        choices=CONTAINER_MODES,
+        help="which tasks run in their container images, by Podman or Docker: auto (container "
+        "components, when a runtime is found), always (Python components too), never (all on "
+        "this machine); default $HEADWATER_CONTAINERS, else auto",
     )
     server.add_argument(
         "--no-install-packages",
@@ -145,6 +153,7 @@ def _serve(
         executor=args.executor,
         scheduler=scheduler,
         install_packages=not args.no_install_packages,
+        containers=args.containers,
         log_dir=str(config.home() / "server-logs"),
         lease_s=args.lease_seconds,
     )

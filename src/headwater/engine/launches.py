@@ -7,6 +7,7 @@ the engine, not written into the launch.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping
@@ -16,9 +17,9 @@ from headwater import config
 from headwater.engine.inputs import parameter
 from headwater.engine.tree import RunContext, TaskRun
 from headwater.spec.ir import PipelineIR
-from headwater.spec.placeholders import resolve_value
+from headwater.spec.placeholders import PlaceholderContext, resolve_value
 from headwater.spec.types import protojson
-from headwater.task import Launch, Outputs
+from headwater.task import InImage, Launch, Outputs
 
 #: Task names kept as they are for a directory: KFP's own task-name alphabet (plus the dots of
 #: nested pipelines), never `.` or `..`, never two names that differ only in letter case.
@@ -90,6 +91,7 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
     env = {str(e["name"]): str(e.get("value", "")) for e in container.get("env") or []}
     env = {k: str(resolve_value(v, ctx)) for k, v in env.items()} | dict(context.env)
     settings = ir.kubernetes.get(label)
+    in_image = _in_image(context, container, settings.raw if settings else None, ctx)
     return Launch(
         task_id=task.id,
         name=task.name,
@@ -109,6 +111,7 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
         python_path=context.python_path,
         task_root=uri(*parts),
         log_limit=context.log_limit,
+        in_image=in_image,
         platform=None
         if settings is None
         else settings.plan(
@@ -120,8 +123,33 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
             resolve=lambda selector: parameter(task, selector, context),
             workdir=workdir,
             home=config.home(),
+            in_image=in_image is not None,
         ),
     )
+
+
+def _in_image(
+    context: RunContext,
+    container: Mapping[str, Any],
+    settings: Mapping[str, Any] | None,
+    ctx: PlaceholderContext,
+) -> InImage | None:
+    """How the task runs in its image, by the run's container policy; None on the host.
+
+    Raises:
+        ContainerError: Its image is not there and cannot be pulled.
+    """
+    policy = context.containers
+    if policy is None or not policy.wants_image(dict(container)):
+        return None
+    from headwater.engine.resources import resource_limits
+    from headwater.executors.containers import pull_policy
+
+    found = policy.in_image(dict(container), pull_policy(dict(settings or {})))
+    if found is None:
+        return None
+    cpu, memory = resource_limits(container.get("resources") or {}, ctx)
+    return dataclasses.replace(found, cpu_limit=cpu, memory_limit=memory)
 
 
 def imported(context: RunContext, task: TaskRun, importer: Mapping[str, Any]) -> Outputs | None:

@@ -209,6 +209,7 @@ class EngineLoop:
                 info.executor = task.executor or None
                 info.worker = task.worker or None
                 info.log_uri = task.log_uri or None
+                info.container = task.container
                 if task.launch is not None:
                     info.log_path = str(task.launch.log_path)
                     info.resources = {k: v for k, v in vars(task.launch.resources).items() if v}
@@ -243,6 +244,7 @@ class EngineLoop:
             "created_at": run.created_at,
             "duration_s": round(run.duration, 3),
             "pipeline_root": run.pipeline_root,
+            "containers": run.containers,
             "error": None if run.error is None else vars(run.error),
         }
 

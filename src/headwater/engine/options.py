@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from headwater.config import CONTAINER_MODES
 from headwater.errors import UserError
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ class RunOptions:
         install_packages: Install missing `packages_to_install` into cached environments.
         strict_resources: Fail a task that asks for more CPU, memory or accelerators than
             the machine has, instead of running it with what there is (after a warning).
+        containers: Which tasks run in their container images: "auto" (container
+            components, when Podman or Docker is found), "always" (every task), "never"
+            (default `$HEADWATER_CONTAINERS`, else auto; see `headwater.executors.containers`).
     """
 
     executor: str | Executor = "local"
@@ -57,6 +61,7 @@ class RunOptions:
     hooks: Sequence[RunHooks] = ()
     install_packages: bool = False
     strict_resources: bool = False
+    containers: str | None = None
 
     @classmethod
     def build(cls, options: RunOptions | None = None, **settings: Any) -> RunOptions:
@@ -87,6 +92,11 @@ class RunOptions:
         """
         if self.max_parallel is not None and self.max_parallel < 1:
             raise UserError(f"--max-parallel must be at least 1, got {self.max_parallel}")
+        if self.containers is not None and self.containers.lower() not in CONTAINER_MODES:
+            raise UserError(
+                f"containers={self.containers!r} is not one of {', '.join(CONTAINER_MODES)}: "
+                "auto runs container components in their images when a runtime is found"
+            )
         if not self.executor_options:
             return
         names = sorted(self.executor_options)

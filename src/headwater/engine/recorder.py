@@ -351,6 +351,7 @@ def _execution(run_id: str, snap: dict[str, Any]) -> ExecutionRecord:
         attempts=snap["attempts"],
         executor=snap["executor"],
         worker=snap["worker"],
+        container=snap["container"],
     )
 
 
@@ -387,6 +388,7 @@ def _snapshot(task: TaskRun) -> dict[str, Any]:
         "log_path": str(launch.log_path) if launch is not None else "",
         "executor": task.executor or None,
         "worker": task.worker or None,
+        "container": task.container,
         "error": None if error is None else vars(error),
         "attempts": task.attempts,
     }

@@ -41,3 +41,17 @@ def resource_request(resources: Mapping[str, Any], ctx: PlaceholderContext) -> R
         accelerators=parse_count(resolve_string(str(count_text), ctx)) if count_text else 0,
         accelerator_type=resolve_string(str(kind), ctx) if kind else "",
     )
+
+
+def resource_limits(resources: Mapping[str, Any], ctx: PlaceholderContext) -> tuple[float, float]:
+    """A container's cpu and memory limits (cores, bytes; 0 for none), as a runtime enforces
+    them: only limits, never requests, as on Kubernetes."""
+    cpu_text = resources.get("resourceCpuLimit") or resources.get("cpuLimit")
+    cpu = parse_cpu(resolve_string(str(cpu_text), ctx)) if cpu_text else 0.0
+    mem_text = resources.get("resourceMemoryLimit")
+    if mem_text:
+        memory = parse_memory(resolve_string(str(mem_text), ctx))
+    else:
+        gb = resources.get("memoryLimit")
+        memory = float(gb) * 1e9 if gb else 0.0
+    return cpu, memory

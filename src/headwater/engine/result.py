@@ -35,6 +35,8 @@ class TaskInfo:
     worker: str | None = None
     #: Where its log was stored when it ran elsewhere (a URI beside its outputs), else None.
     log_uri: str | None = None
+    #: The container it ran in (`{"runtime", "image", "digest"}`); None on the host.
+    container: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The `tasks[]` entry of `headwater run --json`; a failed task's adds its `error`."""
@@ -44,6 +46,7 @@ class TaskInfo:
             "cached": self.cached,
             "executor": self.executor,
             "worker": self.worker,
+            "container": self.container,
         }
         if self.state == "FAILED":
             entry["error"] = None if self.error is None else vars(self.error)
@@ -78,6 +81,8 @@ class Run:
     machine: RunStateMachine | None = field(default=None, repr=False)
     #: Says where its tasks run (the executor's `describe`), asked only when `where` is read.
     describe: Callable[[], str | None] = field(default=lambda: None, repr=False)
+    #: Which tasks ran in their container images: auto, always or never (`--containers`).
+    containers: str = "auto"
 
     @property
     def where(self) -> str | None:

@@ -161,6 +161,7 @@ def execute(
     from headwater.caching.resume import ResumeCache
     from headwater.caching.store import StoreTaskCache
     from headwater.engine.recorder import MetadataRecorder
+    from headwater.executors.containers import ContainerPolicy
     from headwater.executors.packages import prepare_packages
 
     options.check()
@@ -176,10 +177,13 @@ def execute(
         bound = bind_arguments(ir, arguments)
         input_artifacts = _artifact_arguments(ir, arguments)
         # Where tasks run elsewhere, their packages are resolved there (see the executor).
+        # Which tasks run in their images: refused now if a runtime they need is missing.
+        containers = ContainerPolicy.build(options.containers, here=not backend.resolves_packages)
+        containers.check(ir.executors)
         python_path = (
             ()
             if backend.resolves_packages
-            else prepare_packages(ir, install=options.install_packages)
+            else prepare_packages(ir, install=options.install_packages, skip=containers.wants_image)
         )
         root = options.pipeline_root or config.pipeline_root()
         artifacts = store_for(root)
@@ -203,6 +207,7 @@ def execute(
             python_path=python_path,
             env=_task_run_env(run_id, metadata),
             log_limit=log_limit,
+            containers=containers,
         )
         machine = RunStateMachine(ir, bound, context, artifact_inputs=input_artifacts)
         result = Run(
@@ -213,6 +218,7 @@ def execute(
             created_at=context.create_time_utc,
             machine=machine,
             describe=backend.describe,
+            containers=containers.mode,
         )
         pool = backend.admission(max_parallel=options.max_parallel, strict=options.strict_resources)
         task_cache: TaskCache = options.cache or StoreTaskCache(stores.recorder, artifacts)

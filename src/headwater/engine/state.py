@@ -131,6 +131,7 @@ class RunStateMachine:
         task = self.tasks[result.task_id]
         if result.worker:
             task.worker = result.worker
+        task.container = None if result.cached else result.container
         if result.log_uri:
             task.log_uri = result.log_uri
         if result.ok:

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.spec.ir import ComponentSpec, TaskSpec
 from headwater.spec.placeholders import PlaceholderContext
 from headwater.task import Launch, Outputs, TaskError, TaskState
+
+if TYPE_CHECKING:
+    from headwater.executors.containers import ContainerPolicy
 
 #: Final-status strings as KFP's backend reports them to exit handlers (MLMD states).
 FINAL_STATUS = {
@@ -41,6 +44,8 @@ class RunContext:
     python_path: tuple[str, ...] = ()
     #: The most bytes a task's log keeps (`HEADWATER_TASK_LOG_LIMIT`); None for no cap.
     log_limit: int | None = None
+    #: Which tasks run in their container images, and how (None: all on the host).
+    containers: ContainerPolicy | None = None
 
     def placeholders(
         self, task: TaskRun, executor_input: dict[str, Any] | None = None
@@ -119,6 +124,8 @@ class TaskRun:
     #: Which executor ran the latest attempt, and which of its workers ('' until known).
     executor: str = ""
     worker: str = ""
+    #: The container its latest attempt ran in (`TaskResult.container`); None on the host.
+    container: dict[str, str] | None = None
     #: Where the latest attempt's log went when not at its launch's `log_path` (a URI).
     log_uri: str = ""
 

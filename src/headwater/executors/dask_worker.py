@@ -320,6 +320,8 @@ def _run_here(
 def _packages(launch: Launch, install: bool) -> tuple[str, ...]:
     from headwater.executors.packages import python_path_for
 
+    if launch.in_image is not None:
+        return ()  # installed in its image, where it runs (`executors.in_image`)
     return python_path_for(launch.container, install=install)
 
 

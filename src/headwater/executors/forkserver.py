@@ -233,6 +233,7 @@ def serve() -> None:
     signal.set_wakeup_fd(write_fd)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     tasks: dict[int, int] = {}  # pid -> request id
+    runtimes: set[str] = set()  # of tasks run in their images: their containers go with us
     stdin = sys.stdin.buffer
     buffer = bytearray()
     selector = selectors.DefaultSelector()
@@ -263,6 +264,9 @@ def serve() -> None:
                         with contextlib.suppress(ImportError):
                             importlib.import_module(module)
                     continue
+                in_image = request["payload"].get("in_image")
+                if in_image and in_image.get("runtime"):
+                    runtimes.add(in_image["runtime"])
                 try:
                     pid = _fork(request["payload"], (read_fd, write_fd), prctl, logs)
                 except OSError as exc:  # no log, or no process left to fork (EAGAIN, ENOMEM)
@@ -277,6 +281,19 @@ def serve() -> None:
     selector.unregister(stdin.fileno())
     selector.unregister(read_fd)
     _stop(tasks, logs, adopting=adopting)
+    _remove_containers(runtimes)
+
+
+def _remove_containers(runtimes: set[str]) -> None:
+    """Remove what containers our tasks left (a task killed outright cannot remove its own)."""
+    if not runtimes:
+        return
+    from headwater.errors import HeadwaterError
+    from headwater.executors import containers
+
+    for runtime in runtimes:
+        with contextlib.suppress(HeadwaterError):
+            containers.remove(runtime, owner_label=containers.owner())
 
 
 def _stop(tasks: dict[int, int], logs: TaskLogs, *, adopting: bool, grace: float = 5.0) -> None:

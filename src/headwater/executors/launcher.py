@@ -45,12 +45,16 @@ def run_task(payload: dict[str, Any], output: int) -> None:
         # Where the task may say its outcome is a failure (`headwater.outcome`).
         os.environ[OUTCOME_ENV] = os.path.join(payload["workdir"], OUTCOME_FILE)
         _extend_python_path(payload.get("python_path") or [])
-        whole_task = payload.get("platform") is not None and _apply_platform(payload)
+        in_image = payload.get("in_image") is not None
+        before = dict(os.environ)
+        whole_task = payload.get("platform") is not None and _apply_platform(payload, in_image)
         if not whole_task and payload.get("platform") is not None:
             _mask_secrets(payload)
         _download(payload)
         if whole_task:
             code = 0  # CreatePVC / DeletePVC: the platform operation was the whole task
+        elif in_image:
+            code = _run_in_image(payload, before)
         elif payload["kind"] == "python":
             code = _run_python(payload)
         elif payload.get("outputs"):
@@ -98,11 +102,32 @@ def _prepare(payload: dict[str, Any]) -> None:
             json.dump(payload["executor_input"], fh)
 
 
-def _apply_platform(payload: dict[str, Any]) -> bool:
-    """Give the task its kfp-kubernetes env, secret files and mounts (see headwater.platform)."""
-    from headwater.platform.apply import apply_platform
+def _apply_platform(payload: dict[str, Any], in_image: bool) -> bool:
+    """Give the task its kfp-kubernetes env, secret files and mounts (see headwater.platform);
+    a task in its image gets the mounts as its container's volumes."""
+    from headwater.platform.apply import apply_platform, volume_mounts
 
-    return apply_platform(payload)
+    if in_image:
+        payload["in_image"]["mounts"] += volume_mounts(payload["platform"])
+    return apply_platform(payload, mount=not in_image)
+
+
+def _run_in_image(payload: dict[str, Any], before: dict[str, str]) -> int:
+    """Run the task in its container image (see `headwater.executors.in_image`).
+
+    The container's environment is the task's own (`env_update`), what its kfp-kubernetes
+    plan set here since `before`, and where it may say its outcome; never the host's.
+    """
+    from headwater.executors.in_image import run_in_image
+
+    spec = payload["in_image"]
+    env = {**payload.get("env_update", {}), OUTCOME_ENV: os.environ[OUTCOME_ENV]}
+    env.update({k: v for k, v in os.environ.items() if before.get(k) != v and k not in env})
+    env.update(spec.get("env") or {})
+    if spec["python"]:
+        with open(spec["module"], "w", encoding="utf-8") as fh:
+            fh.write(payload["source"])
+    return run_in_image(payload, env)
 
 
 def _mask_secrets(payload: dict[str, Any]) -> None:

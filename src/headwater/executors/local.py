@@ -21,12 +21,13 @@ from traceback import format_exception
 from typing import IO, Any
 
 from headwater.artifacts import is_remote_uri
-from headwater.errors import HeadwaterError, HeadwaterSystemError
+from headwater.errors import ContainerError, HeadwaterError, HeadwaterSystemError
 from headwater.executors.base import Executor
 from headwater.executors.launcher import ERROR_FILE
 from headwater.executors.outputs import collect_outputs, output_plan
 from headwater.executors.prestart import PrestartedServer, start_server
 from headwater.outcome import OUTCOME_FILE, read_failed
+from headwater.processes import process_start
 from headwater.spec.placeholders import resolve_args
 from headwater.task import Launch, TaskError, TaskResult
 
@@ -84,6 +85,12 @@ class LocalExecutor(Executor):
         self._preloaded: set[str] = set()
         self._used = False
         self._lock = threading.Lock()
+        # Containers of tasks in their images carry this, the fork server's identity.
+        self._owner = f"{self._host}/{self._server.pid}/{process_start(self._server.pid)}"
+        self._found_runtime: str | None = None
+        self._swept = False
+        # The container each task in its image ran in, by task id (for its result).
+        self._containers: dict[int, dict[str, str]] = {}
 
     def _read(self) -> None:
         for line in self._replies:
@@ -169,11 +176,60 @@ class LocalExecutor(Executor):
         else:
             argv = resolve_args(launch.container.get("command") or [], placeholders)
             argv += resolve_args(launch.container.get("args") or [], placeholders)
-            if argv and argv[0] in ("python3", "python"):
+            if argv and argv[0] in ("python3", "python") and launch.in_image is None:
                 # Images run their own python3; here that is this environment's interpreter.
                 argv[0] = sys.executable
             payload.update(kind="command", argv=argv, executor_input=component_input)
+        if launch.in_image is not None:
+            payload["python_path"] = []  # the image's packages, not this machine's
+            payload["in_image"] = self._in_image(launch, payload, component_input)
         return payload
+
+    def _in_image(
+        self, launch: Launch, payload: dict[str, Any], component_input: dict[str, Any]
+    ) -> dict[str, Any]:
+        """What the task process needs to run `launch` in its image (`executors.in_image`)."""
+        from headwater.executors import containers
+        from headwater.executors.in_image import container_spec
+
+        spec = launch.in_image
+        assert spec is not None
+        runtime = spec.runtime or self._runtime()
+        if not spec.digest:  # the engine ran elsewhere: resolved (and pulled) here
+            ref = containers.ensure_image(runtime, spec.image, spec.pull)[0]
+            spec = dataclasses.replace(spec, runtime=runtime, ref=ref, digest=ref)
+            launch = dataclasses.replace(launch, in_image=spec)
+        if not self._swept:
+            self._swept = True  # what a killed executor of this machine left, once
+            threading.Thread(target=_sweep, args=(runtime,), daemon=True).start()
+        self._containers[launch.task_id] = {
+            "runtime": runtime, "image": spec.image, "digest": spec.digest,
+        }  # fmt: skip
+        return container_spec(
+            launch,
+            payload,
+            component_input,
+            runtime=runtime,
+            labels={
+                containers.LABEL_OWNER: self._owner,
+                containers.LABEL_RUN: launch.placeholders.job_uuid,
+                containers.LABEL_TASK: str(launch.task_id),
+            },
+        )
+
+    def _runtime(self) -> str:
+        """This machine's runtime, for launches that did not name one (they ran elsewhere)."""
+        from headwater.executors import containers
+
+        if self._found_runtime is None:
+            found = containers.find_runtime()
+            if found is None:
+                raise ContainerError(
+                    f"this task runs in its image and no container runtime is found on "
+                    f"{self._host}: install Podman or Docker there, or run with --containers never"
+                )
+            self._found_runtime = found
+        return self._found_runtime
 
     def _preload(self, *modules: str) -> None:
         """Have the fork server import `modules` once, so tasks do not each import them."""
@@ -213,6 +269,7 @@ class LocalExecutor(Executor):
                 else:
                     result = self._result(launch, event["id"], event["exit"])
                 result.worker = self._host
+                result.container = self._containers.pop(launch.task_id, None)
                 results.append(result)
 
     def _result(self, launch: Launch, submission: int, exitcode: int) -> TaskResult:
@@ -284,9 +341,27 @@ class LocalExecutor(Executor):
         for pid in groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+        self._remove_containers(
+            [self._launches[s] for s in chosen if s in self._launches], every=task_ids is None
+        )
         for submission in chosen:
             self._launches.pop(submission, None)
             self._pids.pop(submission, None)
+
+    def _remove_containers(self, launches: list[Launch], *, every: bool) -> None:
+        """Remove the containers of stopped tasks that ran in images (a task killed outright
+        could not remove its own): all of this executor's, or those of `launches`."""
+        from headwater.executors import containers
+
+        for launch in launches:
+            runtime = launch.in_image and (launch.in_image.runtime or self._found_runtime)
+            if not runtime:
+                continue
+            with contextlib.suppress(HeadwaterError):
+                task = None if every else str(launch.task_id)
+                containers.remove(runtime, owner_label=self._owner, task=task)
+            if every:
+                return
 
     def shutdown(self, *, kill: bool = False) -> None:
         """Stop the fork server; with `kill`, terminate running tasks first."""
@@ -349,6 +424,13 @@ def stage_remote(
                 else:
                     uploads.append((local, uri))
     return local_input, downloads, uploads
+
+
+def _sweep(runtime: str) -> None:
+    from headwater.executors import containers
+
+    with contextlib.suppress(HeadwaterError):
+        containers.sweep(runtime)
 
 
 def _group_alive(pgid: int) -> bool:

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +140,16 @@ def missing(reqs: list[str]) -> list[str]:
     return absent
 
 
-def prepare_packages(ir: PipelineIR, *, install: bool) -> tuple[str, ...]:
+def prepare_packages(
+    ir: PipelineIR,
+    *,
+    install: bool,
+    skip: Callable[[dict[str, Any]], bool] | None = None,
+) -> tuple[str, ...]:
     """Check every executor's packages; install the missing ones when allowed.
+
+    Executors whose container `skip` says yes to (they run in their images, with packages
+    installed there) are left out.
 
     Returns:
         Directories to put first on tasks' `sys.path` and `PYTHONPATH` (empty when nothing
@@ -155,7 +163,7 @@ def prepare_packages(ir: PipelineIR, *, install: bool) -> tuple[str, ...]:
     options: list[str] = []
     for label, executor in ir.executors.items():
         container = executor.get("container")
-        if not container:
+        if not container or (skip is not None and skip(container)):
             continue
         lacking = missing(requirements(container))
         for req in lacking:
@@ -208,23 +216,34 @@ def _merged(options: list[str], more: list[str]) -> list[str]:
     return [part for pair in pairs for part in pair]
 
 
-def environment(reqs: list[str], options: Sequence[str] = ()) -> Path:
+def environment(
+    reqs: list[str],
+    options: Sequence[str] = (),
+    *,
+    root: Path | None = None,
+    scope: str = "",
+    pip: Callable[[str], list[str]] | None = None,
+) -> Path:
     """The directory holding `reqs` installed with pip's index `options`, built once per
     requirement set and index (and per host).
+
+    `root` (default `config.envs_dir()`), `scope` (part of the key) and `pip` (the command
+    that runs pip, given the directory it installs into; default this interpreter's pip)
+    serve other interpreters: a container image's (`headwater.executors.in_image`).
 
     An environment is built in a private directory by one process at a time (a lock per
     set) and published whole, by one rename, with a manifest of what it holds; one that is
     not whole (a build killed midway, files gone since) is never used, and is built again.
     """
-    key = "\n".join([*reqs, "--", *options])
+    key = "\n".join([*reqs, "--", *options, *([scope] if scope else [])])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    root = config.envs_dir()
+    root = root or config.envs_dir()
     target = root / digest
     if _whole(target):
         return target
     with _INSTALLING, _locked(root, digest):
         if not _whole(target):
-            _build(reqs, list(options), target)
+            _build(reqs, list(options), target, pip)
     return target
 
 
@@ -267,7 +286,12 @@ def _locked(root: Path, digest: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(reqs: list[str], options: list[str], target: Path) -> None:
+def _build(
+    reqs: list[str],
+    options: list[str],
+    target: Path,
+    pip: Callable[[str], list[str]] | None = None,
+) -> None:
     """pip-install `reqs` into a private directory, then publish it as `target` whole."""
     root = target.parent
     # Holding the lock: whatever another builder of this set left is from a dead one.
@@ -277,9 +301,7 @@ def _build(reqs: list[str], options: list[str], target: Path) -> None:
     work.mkdir()
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "pip",
+            *(pip(str(work)) if pip is not None else [sys.executable, "-m", "pip"]),
             "install",
             "--disable-pip-version-check",
             "--no-input",

@@ -92,7 +92,7 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0009_run_lease"
+SCHEMA_HEAD = "0010_execution_container"
 
 
 class MetadataStore(CatalogStore):

@@ -202,6 +202,7 @@ def execution_record(row: Row[Any]) -> ExecutionRecord:
         attempts=row.attempts,
         executor=row.executor,
         worker=row.worker,
+        container=row.container,
     )
 
 

@@ -93,6 +93,8 @@ class ExecutionRecord:
     #: Which executor ran it ("local", "dask") and which worker; None when it did not run.
     executor: str | None = None
     worker: str | None = None
+    #: The container it ran in (`{"runtime", "image", "digest"}`); None on the host.
+    container: dict[str, Any] | None = None
 
 
 @dataclass

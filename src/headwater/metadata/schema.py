@@ -168,6 +168,8 @@ EXECUTIONS = Table(
     # Which executor ran the task and which of its workers (NULL: cached, or never ran).
     Column("executor", String),
     Column("worker", String),
+    # The container it ran in: {"runtime", "image", "digest"} (NULL: it ran on the host).
+    Column("container", Json),
     UniqueConstraint("run_id", "task"),
 )
 

@@ -26,11 +26,13 @@ if TYPE_CHECKING:
 POD_FILE = "pod.json"
 
 
-def apply_platform(payload: dict[str, Any]) -> bool:
+def apply_platform(payload: dict[str, Any], *, mount: bool = True) -> bool:
     """Apply the task's kfp-kubernetes plan (`payload["platform"]`) to this process.
 
     Call it once the task's environment is set and its output is redirected to its log, and
-    before the component runs: mounts are made in a namespace of this process's own.
+    before the component runs: mounts are made in a namespace of this process's own (unless
+    `mount` is False: a task in its image gets them as the container's volumes, see
+    `volume_mounts`).
 
     Returns:
         True when the plan was the whole task (CreatePVC, DeletePVC): run nothing else.
@@ -61,7 +63,8 @@ def apply_platform(payload: dict[str, Any]) -> bool:
     if plan.get("pod"):
         with open(os.path.join(workdir, POD_FILE), "w", encoding="utf-8") as fh:
             json.dump(plan["pod"], fh, indent=2)
-    volumes.mount_all(plan.get("mounts") or (), stage=os.path.join(workdir, ".mounts"))
+    if mount:
+        volumes.mount_all(plan.get("mounts") or (), stage=os.path.join(workdir, ".mounts"))
     timeout = int(plan.get("timeout") or 0)
     if timeout > 0:
         # SIGALRM's default action ends the process, and an alarm survives exec; a task that
@@ -74,6 +77,23 @@ def apply_platform(payload: dict[str, Any]) -> bool:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(timeout)
     return False
+
+
+def volume_mounts(plan: dict[str, Any]) -> list[list[Any]]:
+    """The plan's mounts as a container's volumes: `[source, target, read_only]`, with an
+    empty source for a fresh tmpfs; each source made (and emptied, if fresh) first."""
+    found = []
+    for item in plan.get("mounts") or ():
+        source = item["source"]
+        if source:
+            if item.get("fresh"):
+                import shutil
+
+                shutil.rmtree(source, ignore_errors=True)
+            os.makedirs(source, exist_ok=True)
+        target = os.path.normpath("/" + str(item["target"]).lstrip("/"))
+        found.append([source, target, bool(item.get("read_only"))])
+    return found
 
 
 def secret_masker(paths: Iterable[str], *, warn: bool = False) -> Masker | None:

@@ -149,6 +149,7 @@ class ExecutorSettings:
         resolve: Callable[[Mapping[str, Any]], Any],
         workdir: Path,
         home: Path,
+        in_image: bool = False,
     ) -> TaskPlatform:
         """Plan one attempt of a task: resolve names, check what must exist, compute values.
 
@@ -161,6 +162,8 @@ class ExecutorSettings:
             resolve: Resolves an input selector (a secret or PVC name) in the task's DAG.
             workdir: The task's directory (scratch volumes live under it).
             home: `HEADWATER_HOME`.
+            in_image: The task runs in its container image, where its image pull policy is
+                honoured (not named as ignored).
 
         Raises:
             PlatformError: A name does not resolve or is invalid, or a required secret,
@@ -185,6 +188,8 @@ class ExecutorSettings:
         )
         warnings: tuple[str, ...] = ()
         ignored = self._ignored(resolve)
+        if in_image:
+            ignored = [name for name in ignored if name != _IGNORED["imagePullPolicy"]]
         if ignored:
             warnings = (
                 f"task {task_name!r}: kfp-kubernetes settings with no meaning on one machine "

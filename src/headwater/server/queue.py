@@ -56,6 +56,8 @@ class QueueSettings:
     executor: str = "local"
     scheduler: str | None = None
     install_packages: bool = True
+    #: Which tasks run in their container images (None: `HEADWATER_CONTAINERS`, else auto).
+    containers: str | None = None
     #: Where each run's worker writes its output (`RUN_ID.log`); None: the home's server-logs.
     log_dir: str | None = None
     #: How long the lease of this server's workers on their runs lasts unless renewed: a run
@@ -71,6 +73,7 @@ class QueueSettings:
             executor=self.executor,
             scheduler=self.scheduler,
             install_packages=self.install_packages,
+            containers=self.containers,
             lease_s=self.lease_s,
         )
 

@@ -34,6 +34,8 @@ class WorkerSettings:
     executor: str = "local"
     scheduler: str | None = None
     install_packages: bool = True
+    #: Which tasks run in their container images (None: `HEADWATER_CONTAINERS`, else auto).
+    containers: str | None = None
     #: Seconds a run's lease lasts unless renewed (`api.running.run_queued`).
     lease_s: float = 30.0
 
@@ -45,6 +47,8 @@ class WorkerSettings:
             argv += ["--scheduler", self.scheduler]
         if not self.install_packages:
             argv.append("--no-install-packages")
+        if self.containers:
+            argv += ["--containers", self.containers]
         return argv
 
     @classmethod
@@ -55,6 +59,7 @@ class WorkerSettings:
         parser.add_argument("--executor", default="local")
         parser.add_argument("--scheduler")
         parser.add_argument("--no-install-packages", action="store_true")
+        parser.add_argument("--containers")
         parser.add_argument("--lease-seconds", type=float, default=30.0)
         return parser
 
@@ -66,6 +71,7 @@ class WorkerSettings:
             executor=args.executor,
             scheduler=args.scheduler,
             install_packages=not args.no_install_packages,
+            containers=args.containers,
             lease_s=args.lease_seconds,
         )
 
@@ -94,6 +100,7 @@ def run_one(run_id: str, settings: WorkerSettings, *, executor: Any = None) -> i
             executor=executor if executor is not None else settings.executor,
             metadata=settings.metadata_url,
             install_packages=settings.install_packages,
+            containers=settings.containers,
             scheduler=settings.scheduler if executor is None else None,
         )
         try:

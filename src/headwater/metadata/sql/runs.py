@@ -355,6 +355,7 @@ class RunRecords(SqlStoreBase):
             "attempts": execution.attempts,
             "executor": execution.executor,
             "worker": execution.worker,
+            "container": execution.container,
         }
 
         def write(conn: Connection) -> int:

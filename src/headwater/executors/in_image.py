@@ -1,0 +1,291 @@
+"""The in-task side of a task that runs in its container image.
+
+The task process stays on the host and supervises the container: it has already staged the
+task's inputs and applied its kfp-kubernetes plan (`launcher.run_task`), then runs
+`<runtime> run --rm` attached, with its stdout and stderr the task's log (masked as on the
+host), and settles the outputs after the container exited 0. Its exit code is the task's.
+
+What the container sees (the mounts design):
+
+* Paths as on the host: the task's directory (its parameter outputs, ExecutorInput and
+  output, staged remote artifacts), the directory of its output artifacts, the run's
+  workspace (read-write) and each local input artifact (read-only) are bind-mounted at the
+  paths KFP's placeholders resolved to, so `command` and `args` run exactly as resolved, as
+  `kfp.local`'s DockerRunner mounts its pipeline root.
+* kfp-kubernetes volumes, secrets and config maps as volumes at their mount paths (secrets
+  read-only); scratch volumes as tmpfs where KFP asks for memory.
+* Its environment: the component's `env`, the secrets and config maps given as variables
+  (passed by name, so no value is ever on a command line), the run's own variables, and the
+  GPUs it was given, renumbered from 0 as the container sees them.
+* A lightweight Python component (`containers: always`) runs KFP's executor from this
+  machine's `kfp` package, mounted read-only at `/headwater/kit` (it needs nothing beyond the
+  standard library when `_KFP_RUNTIME` is set), and its `packages_to_install` from an
+  environment pip installed into that image once (cached under
+  `$HEADWATER_HOME/containers/packages`, keyed by the image's id).
+
+A signal that ends the task (terminate, Ctrl-C, a kfp-kubernetes deadline) stops and removes
+its container first. If the task process is killed outright, its executor removes the
+container by its labels (`containers.remove`), and a sweep removes what a dead executor left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from headwater.errors import ContainerError
+from headwater.task import Launch
+
+#: Where KFP's executor and installed packages are inside a container.
+KIT = "/headwater/kit"
+PACKAGES = "/headwater/packages"
+PIP = "/headwater/pip"
+
+_child: subprocess.Popen[bytes] | None = None
+_name = ""
+_runtime = ""
+
+
+def run_in_image(payload: dict[str, Any], env: dict[str, str]) -> int:
+    """Run the task in its image and return its exit code.
+
+    Args:
+        payload: The task's payload; `payload["in_image"]` says how (see
+            `LocalExecutor._payload`).
+        env: The variables the container gets (names and values).
+
+    Raises:
+        ContainerError: No runtime here, or the image cannot be found or pulled.
+    """
+    global _child, _name, _runtime
+    from headwater.executors import containers
+
+    spec = payload["in_image"]
+    runtime = spec["runtime"] or containers.find_runtime()
+    if runtime is None:
+        raise ContainerError(
+            f"task runs in image {spec['image']!r} and no container runtime is found on "
+            f"{os.uname().nodename}: install Podman or Docker there, or run with --containers never"
+        )
+    ref = spec["ref"]
+    if not spec["digest"]:  # resolved here, where the task runs (a Dask worker)
+        ref = containers.ensure_image(runtime, spec["image"], spec["pull"])[0]
+        print(f"headwater: image {spec['image']} is {ref} here", file=sys.stderr, flush=True)
+    mounts = list(spec["mounts"])
+    env = dict(env)
+    if spec["python"]:
+        packages = _packages(runtime, ref, spec)
+        env["PYTHONPATH"] = os.pathsep.join([KIT, *([PACKAGES] if packages else [])])
+        mounts.append([spec["kit"], f"{KIT}/kfp", True])
+        if packages:
+            mounts.append([packages, PACKAGES, True])
+    argv = run_argv(runtime, ref, spec, mounts, env)
+    _runtime, _name = runtime, spec["name"]
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
+        signal.signal(sig, _stop)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _child = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+    code = _child.wait()
+    if code == 125:
+        # The runtime's own failure (it said why on stderr, in the log): not the task's code.
+        raise ContainerError(
+            f"{containers.kind(runtime)} could not run image {spec['image']!r} (exit code "
+            f"{code}): see the task's log for the runtime's message"
+        )
+    return code
+
+
+def run_argv(
+    runtime: str,
+    ref: str,
+    spec: dict[str, Any],
+    mounts: list[list[Any]],
+    env: dict[str, str],
+    *,
+    user: tuple[int, int] | None = None,
+) -> list[str]:
+    """The runtime's `run` command line for one task (values of `env` are not on it), for
+    `user` (uid, gid; default this process's)."""
+    from headwater.executors import containers
+
+    docker = containers.kind(runtime) == "docker"
+    uid, gid = user if user is not None else (os.getuid(), os.getgid())
+    argv = [runtime, "run", "--rm", "--name", spec["name"]]
+    for key, value in spec["labels"].items():
+        argv += ["--label", f"{key}={value}"]
+    if docker and uid != 0:
+        # Docker's daemon runs the container as the image's user (often root): files it
+        # writes into the user's tree must stay theirs to delete.
+        argv += ["--user", f"{uid}:{gid}"]
+    if spec.get("cpu_limit"):
+        argv += ["--cpus", f"{spec['cpu_limit']:g}"]
+    if spec.get("memory_limit"):
+        argv += ["--memory", str(int(spec["memory_limit"]))]
+    gpus = spec.get("gpus") or []
+    if gpus:
+        if docker:
+            argv += ["--gpus", f"device={','.join(gpus)}"]
+        else:
+            for gpu in gpus:  # CDI names, as `nvidia-ctk cdi generate` writes them
+                argv += ["--device", f"nvidia.com/gpu={gpu}"]
+    for source, target, read_only in sorted(mounts, key=lambda m: str(m[1]).count("/")):
+        if source:
+            argv += ["-v", f"{source}:{target}:{'ro' if read_only else 'rw'}"]
+        else:
+            argv += ["--tmpfs", str(target)]
+    for key in sorted(env):
+        argv += ["-e", key]  # the value comes from the runtime's own environment
+    argv += [*spec["args"], ref, *spec["argv"]]
+    return argv
+
+
+def _packages(runtime: str, ref: str, spec: dict[str, Any]) -> str | None:
+    """The environment of the task's `packages_to_install` installed in its image, or None."""
+    reqs = spec.get("requirements") or []
+    if not reqs:
+        return None
+    from headwater import config
+    from headwater.executors.packages import environment
+
+    def pip(work: str) -> list[str]:
+        return [
+            runtime, "run", "--rm", "--network=host",
+            "-v", f"{work}:{work}:rw", "-v", f"{spec['pip']}:{PIP}/pip:ro",
+            "-e", f"PYTHONPATH={PIP}", *spec["args"], ref, "python3", "-m", "pip",
+        ]  # fmt: skip
+
+    root = config.containers_dir() / "packages"
+    found = environment(reqs, spec.get("index_options") or (), root=root, scope=ref, pip=pip)
+    print(f"headwater: packages_to_install in image {spec['image']} from {found}", file=sys.stderr)
+    return str(found)
+
+
+def _stop(signum: int, _frame: object) -> None:
+    """End the container before this process ends the way the signal says."""
+    with contextlib.suppress(Exception):
+        subprocess.run(
+            [_runtime, "rm", "-f", _name],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
+    if _child is not None:
+        with contextlib.suppress(Exception):
+            _child.kill()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def container_spec(
+    launch: Launch,
+    payload: dict[str, Any],
+    component_input: dict[str, Any],
+    *,
+    runtime: str,
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """The engine's side: what the task process needs to run `launch` in its image.
+
+    Args:
+        launch: The attempt; `launch.in_image` is set.
+        payload: Its payload as made so far (its argv or Python source and args).
+        component_input: The ExecutorInput the component sees (local paths).
+        runtime: The runtime's program.
+        labels: The container's labels (its owner, run and task).
+    """
+    import importlib.util
+
+    from headwater.executors.packages import index_options, requirements
+
+    spec = launch.in_image
+    assert spec is not None
+    workdir = str(launch.workdir)
+    outputs = component_input["outputs"]
+    mounts: list[list[Any]] = [
+        [workdir, workdir, False],
+        [launch.placeholders.workspace_path, launch.placeholders.workspace_path, False],
+    ]
+    written = {
+        os.path.dirname(art["uri"])
+        for slot in (outputs.get("artifacts") or {}).values()
+        for art in slot["artifacts"]
+    }
+    mounts += [[d, d, False] for d in sorted(written) if not _inside(d, workdir)]
+    read = {
+        art["uri"]
+        for slot in (component_input["inputs"].get("artifacts") or {}).values()
+        for art in slot["artifacts"]
+        if art.get("uri") and "://" not in art["uri"]
+    }
+    mounts += [
+        [p, p, True]
+        for p in sorted(read)
+        if not any(_inside(p, str(m[0])) for m in mounts) and os.path.isabs(p)
+    ]
+    env: dict[str, str] = {}
+    gpus = [g for g in launch.device_env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+    if gpus:  # the container sees only its GPUs, numbered from 0
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(gpus)))
+    module = os.path.join(workdir, "ephemeral_component.py")
+    if spec.python:
+        argv = [
+            "python3", "-m", "kfp.dsl.executor_main", "--component_module_path", module,
+            *payload["args"],
+        ]  # fmt: skip
+        env.update(_KFP_RUNTIME="true", PYTHONDONTWRITEBYTECODE="1")
+    else:
+        argv = list(payload["argv"])
+
+    def package_dir(name: str) -> str:
+        found = importlib.util.find_spec(name)
+        locations = list(found.submodule_search_locations or []) if found else []
+        return locations[0] if locations else ""
+
+    name = "headwater-" + "-".join(
+        [launch.placeholders.job_uuid[:8], str(launch.task_id), str(launch.attempt)]
+    )
+    return {
+        "runtime": runtime,
+        "image": spec.image,
+        "ref": spec.ref,
+        "digest": spec.digest,
+        "pull": spec.pull,
+        "python": spec.python,
+        "args": list(spec.args),
+        "name": f"{name}-{os.urandom(3).hex()}",
+        "labels": labels,
+        "mounts": mounts,
+        "cpu_limit": spec.cpu_limit,
+        "memory_limit": spec.memory_limit,
+        "gpus": gpus,
+        "env": env,
+        "argv": argv,
+        "module": module,
+        "kit": package_dir("kfp") if spec.python else "",
+        "pip": package_dir("pip") if spec.python else "",
+        "requirements": requirements(launch.container) if spec.python else [],
+        "index_options": _hosts(index_options(launch.container)) if spec.python else [],
+    }
+
+
+def _hosts(options: list[str]) -> list[str]:
+    """pip's options with each `--trusted-host` a host[:port], as pip documents it: KFP
+    writes the index's URL there, which an image's older pip or Python may refuse."""
+    from urllib.parse import urlsplit
+
+    fixed = list(options)
+    for i, value in enumerate(fixed[1:], start=1):
+        if fixed[i - 1] == "--trusted-host" and "://" in value:
+            fixed[i] = urlsplit(value).netloc or value
+    return fixed
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
