@@ -316,7 +316,8 @@ CASES: dict[str, Case] = {
         args={"url": "gs://ml-pipeline-playground/shakespeare1.txt"},
     ),
     "pipeline_with_various_io_types.py": Case(
-        "an input artifact given as a local file", args={"input1": "in", "input3": "{tmp}/in.txt"},
+        "an input artifact given as a local file",
+        args={"input1": "in", "input3": "{tmp}/in.txt"},
         files={"in.txt": "input three"},
     ),
 }
