@@ -11,7 +11,7 @@ from cli_harness import Cli
 # Session fixtures are registered here, once: a session-scoped fixture imported into each
 # test module is a separate fixture per module, and each instance lived to the end of the
 # session (six idle Dask clusters and six moto servers per xdist worker).
-from container_images import busybox_image, python_image  # noqa: F401
+from container_images import busybox_image, docker_busybox, python_image  # noqa: F401
 from dask_cluster import dask_cluster, dask_cluster_factory  # noqa: F401
 from postgres_db import database_url  # noqa: F401
 from s3_server import moto_server, s3_bucket, s3_env  # noqa: F401

@@ -35,10 +35,10 @@ _APPLETS = (
 needs_podman = pytest.mark.skipif(PODMAN is None, reason="needs Podman (apt install podman)")
 
 
-def image_id(name: str) -> str:
-    """The id of image `name` (`sha256:...`), as the runtime reports it."""
+def image_id(name: str, runtime: str | None = None) -> str:
+    """The id of image `name` (`sha256:...`), as the runtime (default Podman) reports it."""
     out = subprocess.run(
-        [str(PODMAN), "image", "inspect", "--format", "{{.Id}}", name],
+        [runtime or str(PODMAN), "image", "inspect", "--format", "{{.Id}}", name],
         capture_output=True,
         text=True,
         check=True,
@@ -46,10 +46,10 @@ def image_id(name: str) -> str:
     return out if out.startswith("sha256:") else f"sha256:{out}"
 
 
-def containers_with(label: str) -> list[str]:
+def containers_with(label: str, runtime: str | None = None) -> list[str]:
     """Ids of every container (running or not) with `label` (`key` or `key=value`)."""
     out = subprocess.run(
-        [str(PODMAN), "ps", "-a", "-q", "--filter", f"label={label}"],
+        [runtime or str(PODMAN), "ps", "-a", "-q", "--filter", f"label={label}"],
         capture_output=True,
         text=True,
         check=True,
@@ -135,3 +135,22 @@ def _codename() -> str:
             if line.startswith("VERSION_CODENAME="):
                 return line.split("=", 1)[1].strip().strip('"') or "bookworm"
     return "bookworm"
+
+
+@pytest.fixture(scope="session")
+def docker_busybox(busybox_image: str) -> str:
+    """The busybox image loaded into Docker (from Podman); the docker CLI's path. Skipped where
+    no Docker daemon answers (`.ci/run` starts one where it can run)."""
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "info"], capture_output=True).returncode != 0:
+        pytest.skip("needs a running Docker daemon")
+    lock = os.path.join(tempfile.gettempdir(), "headwater-test-images.lock")
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        found = subprocess.run([docker, "image", "inspect", busybox_image], capture_output=True)
+        if found.returncode != 0:
+            saved = subprocess.run(
+                [str(PODMAN), "save", busybox_image], capture_output=True, check=True
+            )
+            subprocess.run([docker, "load"], input=saved.stdout, capture_output=True, check=True)
+    return docker

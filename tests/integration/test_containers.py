@@ -100,19 +100,19 @@ def test_no_runtime_refuses_the_run_before_it_starts(headwater: Cli, tmp_path: P
     assert not (headwater.home / "runs").exists() or not any((headwater.home / "runs").iterdir())
 
 
-def _wait_for_container(label: str, timeout: float = 60) -> list[str]:
+def _wait_for_container(label: str, timeout: float = 60, runtime: str | None = None) -> list[str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = containers_with(label)
+        found = containers_with(label, runtime)
         if found:
             return found
         time.sleep(0.2)
     raise AssertionError(f"no container with {label} after {timeout} s")
 
 
-def _wait_gone(label: str, timeout: float = 30) -> None:
+def _wait_gone(label: str, timeout: float = 30, runtime: str | None = None) -> None:
     deadline = time.monotonic() + timeout
-    while containers_with(label):
+    while containers_with(label, runtime):
         assert time.monotonic() < deadline, f"containers with {label} outlived their task"
         time.sleep(0.2)
 
@@ -121,20 +121,37 @@ def _wait_gone(label: str, timeout: float = 30) -> None:
 def test_no_container_outlives_an_interrupted_or_killed_engine(
     headwater: Cli, busybox_image: str, how: signal.Signals
 ) -> None:
+    _interrupt_a_sleeping_run(headwater, how, None)
+
+
+def _interrupt_a_sleeping_run(headwater: Cli, how: signal.Signals, runtime: str | None) -> None:
     proc = headwater.popen(
         "run", str(Path(__file__).parent / "pipelines" / "in_images.py"),
         "--pipeline", "sleeps-in-image", "--containers", "auto",
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        (container,) = _wait_for_container(_OWNER + "=" + _owner_of(proc.pid))
+        (container,) = _wait_for_container(_OWNER + "=" + _owner_of(proc.pid), runtime=runtime)
         proc.send_signal(how)
         proc.wait(timeout=60)
-        _wait_gone(f"{_OWNER}={_owner_of(proc.pid, fallback=True)}")
-        assert container not in containers_with(_OWNER)
+        _wait_gone(f"{_OWNER}={_owner_of(proc.pid, fallback=True)}", runtime=runtime)
+        assert container not in containers_with(_OWNER, runtime)
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_docker_runs_the_same_pipelines_and_leaves_no_container(
+    headwater: Cli, docker_busybox: str, busybox_image: str
+) -> None:
+    docker = headwater._replace(env={**headwater.env, "HEADWATER_CONTAINER_RUNTIME": "docker"})
+    result = run_ok(docker.run("in_images", "--pipeline", "in-images", *AUTO))
+    assert result["outputs"] == {"Output": f"{IMAGE_TEXT.strip()} | from the host + in the image"}
+    task = next(t for t in docker.show(result["run_id"])["tasks"] if t["name"] == "from-image")
+    assert task["container"]["runtime"] == docker_busybox
+    assert task["container"]["digest"] == image_id(busybox_image, docker_busybox)
+    # Docker's daemon, not this process tree, holds the container: the labels find it.
+    _interrupt_a_sleeping_run(docker, signal.SIGKILL, docker_busybox)
 
 
 _owners: dict[int, str] = {}
