@@ -57,7 +57,7 @@ def test_a_container_component_runs_in_its_image_with_artifacts_both_ways(
     }
     assert tasks["write-on-host"]["container"] is None
     log = Path(tasks["from-image"]["log_path"]).read_text()
-    assert "greeting=hi" in log  # its env, as the component set it
+    assert "greeting=hi home=/nowhere" in log  # its env, as the component set it
     record = json.loads((headwater.home / "runs" / result["run_id"] / "run.json").read_text())
     assert record["containers"] == "auto"
     # Nothing of the run is left running, and what it wrote is the user's to delete.
@@ -229,3 +229,56 @@ def test_a_kubernetes_timeout_stops_and_removes_the_container(
     (task,) = failed["tasks"]
     assert task["state"] == "FAILED" and "SIGALRM" in task["error"]["message"], task["error"]
     assert containers_with(f"io.headwater.run={failed['run_id']}") == []
+
+
+def test_a_sweep_removes_containers_whose_owner_is_gone(headwater: Cli, busybox_image: str) -> None:
+    # What a SIGKILLed executor of this machine left: a container whose owner process is gone.
+    dead = f"{os.uname().nodename}/999999999/1"
+    left = subprocess.run(
+        [str(PODMAN), "run", "-d", "--label", f"{_OWNER}={dead}", busybox_image, "sleep", "600"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    # Another machine's container is its own sweep's to judge: left alone.
+    other = subprocess.run(
+        [str(PODMAN), "run", "-d", "--label", f"{_OWNER}=elsewhere/1/1", busybox_image,
+         "sleep", "600"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    try:
+        run_ok(headwater.run("in_images", "--pipeline", "in-images", *AUTO))
+        _wait_gone(f"{_OWNER}={dead}")
+        assert [c for c in containers_with(f"{_OWNER}=elsewhere/1/1") if other.startswith(c)]
+    finally:
+        subprocess.run([str(PODMAN), "rm", "-f", left, other], capture_output=True)
+
+
+def test_a_rebuilt_image_is_a_cache_miss(
+    headwater: Cli, tmp_path: Path, busybox_image: str
+) -> None:
+    name = f"localhost/headwater-test/rebuilt-{os.getpid()}:1"
+    source = (Path(__file__).parent / "pipelines" / "in_images.py").read_text()
+    path = tmp_path / "rebuilt.py"
+    path.write_text(source.replace('BUSYBOX = "localhost/headwater-test/busybox:2"',
+                                   f"BUSYBOX = {name!r}"))  # fmt: skip
+    args = ("run", str(path), "--pipeline", "in-images", "--json", *AUTO)
+    subprocess.run([str(PODMAN), "tag", busybox_image, name], check=True)
+    try:
+        first = run_ok(headwater(*args))
+        again = run_ok(headwater(*args))
+        assert {t["name"]: t["cached"] for t in again["tasks"]}["from-image"] is True
+        # The same name, another image (its id differs): the task runs again, in that one.
+        rebuilt = subprocess.run(
+            [str(PODMAN), "build", "-q", "-t", name, "-f", "-", str(tmp_path)],
+            input=f"FROM {busybox_image}\nRUN echo rebuilt > /etc/rebuilt\n",
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert rebuilt.returncode == 0
+        third = run_ok(headwater(*args))
+        task = next(t for t in third["tasks"] if t["name"] == "from-image")
+        assert task["cached"] is False and task["container"]["digest"] == image_id(name)
+        assert (
+            task["container"]["digest"]
+            != next(t for t in first["tasks"] if t["name"] == "from-image")["container"]["digest"]
+        )
+    finally:
+        subprocess.run([str(PODMAN), "rmi", "-f", name], capture_output=True)

@@ -106,7 +106,9 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
         resources=resource_request(container.get("resources") or {}, ctx),
         output_types={n: p.type for n, p in iface.output_parameters.items()},
         attempt=task.attempts,
-        cache_enabled=task.spec.enable_cache,
+        # An image the engine could not resolve (its workers pull it) has no id to key on:
+        # such a task is never served from the cache, nor cached.
+        cache_enabled=task.spec.enable_cache and (in_image is None or bool(in_image.digest)),
         cache_key=task.spec.cache_key,
         python_path=context.python_path,
         task_root=uri(*parts),

@@ -23,6 +23,7 @@ as host/pid/start): `sweep` removes those whose owner is gone, `remove` those of
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -84,9 +85,30 @@ def find_runtime(setting: str | None = None) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=8)
 def kind(runtime: str) -> str:
-    """`docker` for Docker's CLI, else `podman` (their `run` flags differ for GPUs and users)."""
+    """`docker` for Docker's CLI, else `podman` (their `run` flags differ for GPUs, users and
+    removal): what `runtime --version` says it is (a podman-docker shim named `docker` is
+    Podman), else what it is named."""
+    try:
+        said = subprocess.run(
+            [runtime, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout.lower()
+    except (OSError, subprocess.TimeoutExpired):
+        said = ""
+    if "podman" in said:
+        return "podman"
+    if "docker" in said:
+        return "docker"
     return "docker" if "docker" in os.path.basename(runtime) else "podman"
+
+
+def remove_command(runtime: str) -> list[str]:
+    """The command that kills and removes containers at once (Podman's `rm -f` would wait 10 s
+    for a process that ignores SIGTERM, as a shell as PID 1 does)."""
+    if kind(runtime) == "podman":
+        return [runtime, "rm", "-f", "-t", "0"]
+    return [runtime, "rm", "-f"]
 
 
 @dataclass
@@ -159,7 +181,7 @@ class ContainerPolicy:
         image, python = str(container["image"]), is_python(container)
         if not self.here or self.runtime is None:
             # Resolved and pulled where the task runs (a Dask worker), by its own runtime.
-            return InImage(self.runtime or "", image, image, "", pull, python, self.args)
+            return InImage("", image, image, "", pull, python, self.args)
         image_id = self.resolve(image, pull)
         return InImage(self.runtime, image, image_id, image_id, pull, python, self.args)
 
@@ -237,7 +259,7 @@ def image_id(runtime: str, image: str) -> str | None:
             value = found[0].strip()
             return value if value.startswith("sha256:") else f"sha256:{value}"
     text = (proc.stderr or "").lower()
-    if "no such" in text or "not known" in text or "not found" in text:
+    if "no such image" in text or "image not known" in text:
         return None
     raise ContainerError(f"{kind(runtime)} cannot inspect image {image!r}: {_last_line(proc)}")
 
@@ -265,7 +287,7 @@ def remove(runtime: str, *, owner_label: str, task: str | None = None) -> int:
         filters += ["--filter", f"label={LABEL_TASK}={task}"]
     ids = _ids(runtime, filters)
     if ids:
-        _call([runtime, "rm", "-f", *ids])
+        _call([*remove_command(runtime), *ids])
     return len(ids)
 
 
@@ -283,7 +305,7 @@ def sweep(runtime: str) -> int:
         if container and label and not owned(label):
             gone.append(container)
     if gone:
-        _call([runtime, "rm", "-f", *gone])
+        _call([*remove_command(runtime), *gone])
     return len(gone)
 
 

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 from typing import Any
 
 from headwater.errors import ContainerError
+from headwater.paths import local_path
 from headwater.task import Launch
 
 #: Where KFP's executor and installed packages are inside a container.
@@ -45,18 +47,27 @@ KIT = "/headwater/kit"
 PACKAGES = "/headwater/packages"
 PIP = "/headwater/pip"
 
+#: Variables the runtime reads itself: passed with their values on its command line.
+_RUNTIME_OWN = re.compile(
+    r"(HOME|PATH|TMPDIR|USER|LOGNAME|SHELL|REGISTRY_AUTH_FILE|"
+    r"(XDG|DOCKER|CONTAINER|CONTAINERS|PODMAN|BUILDAH|STORAGE|LD)_\w*)"
+    r"|(?i:(http|https|no|all)_proxy)"
+)
+
 _child: subprocess.Popen[bytes] | None = None
 _name = ""
 _runtime = ""
 
 
-def run_in_image(payload: dict[str, Any], env: dict[str, str]) -> int:
+def run_in_image(payload: dict[str, Any], env: dict[str, str], host_env: dict[str, str]) -> int:
     """Run the task in its image and return its exit code.
 
     Args:
         payload: The task's payload; `payload["in_image"]` says how (see
             `LocalExecutor._payload`).
         env: The variables the container gets (names and values).
+        host_env: The environment the runtime itself runs with (this machine's, not the
+            task's: a task's HOME or DOCKER_HOST must not move the runtime's storage).
 
     Raises:
         ContainerError: No runtime here, or the image cannot be found or pulled.
@@ -75,21 +86,24 @@ def run_in_image(payload: dict[str, Any], env: dict[str, str]) -> int:
     if not spec["digest"]:  # resolved here, where the task runs (a Dask worker)
         ref = containers.ensure_image(runtime, spec["image"], spec["pull"])[0]
         print(f"headwater: image {spec['image']} is {ref} here", file=sys.stderr, flush=True)
-    mounts = list(spec["mounts"])
+    # From here a signal that ends the task removes its container (or its packages' one).
+    _runtime, _name = runtime, f"{spec['name']}-pip"
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
+        signal.signal(sig, _stop)
+    mounts = [m for m in spec["mounts"] if not m[0] or os.path.exists(m[0])]
     env = dict(env)
     if spec["python"]:
-        packages = _packages(runtime, ref, spec)
+        packages = _packages(runtime, ref, spec, host_env)
         env["PYTHONPATH"] = os.pathsep.join([KIT, *([PACKAGES] if packages else [])])
         mounts.append([spec["kit"], f"{KIT}/kfp", True])
         if packages:
             mounts.append([packages, PACKAGES, True])
     argv = run_argv(runtime, ref, spec, mounts, env)
-    _runtime, _name = runtime, spec["name"]
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
-        signal.signal(sig, _stop)
+    _name = spec["name"]
     sys.stdout.flush()
     sys.stderr.flush()
-    _child = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+    passed = {k: v for k, v in env.items() if not _RUNTIME_OWN.fullmatch(k)}
+    _child = subprocess.Popen(argv, env={**host_env, **passed}, stdin=subprocess.DEVNULL)
     code = _child.wait()
     if code == 125:
         # The runtime's own failure (it said why on stderr, in the log): not the task's code.
@@ -128,48 +142,75 @@ def run_argv(
         argv += ["--memory", str(int(spec["memory_limit"]))]
     gpus = spec.get("gpus") or []
     if gpus:
-        if docker:
-            argv += ["--gpus", f"device={','.join(gpus)}"]
+        if docker:  # quoted: Docker reads the value as CSV, and "1" alone as a count
+            argv += ["--gpus", f'"device={",".join(gpus)}"']
         else:
             for gpu in gpus:  # CDI names, as `nvidia-ctk cdi generate` writes them
                 argv += ["--device", f"nvidia.com/gpu={gpu}"]
     for source, target, read_only in sorted(mounts, key=lambda m: str(m[1]).count("/")):
+        if "," in f"{source}{target}":
+            raise ContainerError(
+                f"cannot mount {source or target!r} into the container: the path has a comma, "
+                "which the runtime's --mount cannot take; use a path without one"
+            )
         if source:
-            argv += ["-v", f"{source}:{target}:{'ro' if read_only else 'rw'}"]
+            argv += ["--mount", f"type=bind,source={source},target={target}"]
+            argv[-1] += ",ro" if read_only else ""
         else:
             argv += ["--tmpfs", str(target)]
     for key in sorted(env):
-        argv += ["-e", key]  # the value comes from the runtime's own environment
+        if _RUNTIME_OWN.fullmatch(key):
+            # A name the runtime reads itself (HOME, DOCKER_HOST...): its value goes here,
+            # so that the runtime keeps its own.
+            argv += ["-e", f"{key}={env[key]}"]
+        else:
+            argv += ["-e", key]  # the value comes from the runtime's environment, not argv
     argv += [*spec["args"], ref, *spec["argv"]]
     return argv
 
 
-def _packages(runtime: str, ref: str, spec: dict[str, Any]) -> str | None:
+def _packages(runtime: str, ref: str, spec: dict[str, Any], host_env: dict[str, str]) -> str | None:
     """The environment of the task's `packages_to_install` installed in its image, or None."""
     reqs = spec.get("requirements") or []
     if not reqs:
         return None
     from headwater import config
+    from headwater.executors.containers import kind
     from headwater.executors.packages import environment
+
+    # Docker runs it as the image's user (often root): what it installs stays the user's.
+    user = ["--user", f"{os.getuid()}:{os.getgid()}"] if kind(runtime) == "docker" else []
 
     def pip(work: str) -> list[str]:
         return [
-            runtime, "run", "--rm", "--network=host",
+            runtime, "run", "--rm", "--name", _name, "--network=host",
+            *(user if os.getuid() else []),
+            *[part for k, v in spec["labels"].items() for part in ("--label", f"{k}={v}")],
             "-v", f"{work}:{work}:rw", "-v", f"{spec['pip']}:{PIP}/pip:ro",
-            "-e", f"PYTHONPATH={PIP}", *spec["args"], ref, "python3", "-m", "pip",
+            "-e", f"PYTHONPATH={PIP}", "-e", "PIP_NO_CACHE_DIR=1", *spec["args"], ref,
+            "python3", "-m", "pip",
         ]  # fmt: skip
 
     root = config.containers_dir() / "packages"
-    found = environment(reqs, spec.get("index_options") or (), root=root, scope=ref, pip=pip)
+    task_env = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(host_env)  # pip's container is run by the runtime, as this machine's
+    try:
+        found = environment(reqs, spec.get("index_options") or (), root=root, scope=ref, pip=pip)
+    finally:
+        os.environ.clear()
+        os.environ.update(task_env)
     print(f"headwater: packages_to_install in image {spec['image']} from {found}", file=sys.stderr)
     return str(found)
 
 
 def _stop(signum: int, _frame: object) -> None:
     """End the container before this process ends the way the signal says."""
+    from headwater.executors.containers import remove_command
+
     with contextlib.suppress(Exception):
         subprocess.run(
-            [_runtime, "rm", "-f", _name],
+            [*remove_command(_runtime), _name],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -212,23 +253,28 @@ def container_spec(
         [workdir, workdir, False],
         [launch.placeholders.workspace_path, launch.placeholders.workspace_path, False],
     ]
+    # A local pipeline root, read-write, as kfp.local mounts it: a component may put its
+    # outputs anywhere under it (`dsl.get_uri()`, a URI it sets), and the engine honours that.
+    root = local_path(launch.placeholders.pipeline_root)
+    if root:
+        mounts.append([os.path.abspath(root), os.path.abspath(root), False])
     written = {
-        os.path.dirname(art["uri"])
+        os.path.dirname(path)
         for slot in (outputs.get("artifacts") or {}).values()
         for art in slot["artifacts"]
-    }
-    mounts += [[d, d, False] for d in sorted(written) if not _inside(d, workdir)]
-    read = {
-        art["uri"]
-        for slot in (component_input["inputs"].get("artifacts") or {}).values()
-        for art in slot["artifacts"]
-        if art.get("uri") and "://" not in art["uri"]
+        if (path := local_path(art["uri"]))
     }
     mounts += [
-        [p, p, True]
-        for p in sorted(read)
-        if not any(_inside(p, str(m[0])) for m in mounts) and os.path.isabs(p)
+        [d, d, False] for d in sorted(written) if not any(_inside(d, str(m[0])) for m in mounts)
     ]
+    # Inputs read-only, wherever they are (under the root too: a task cannot change them).
+    read = {
+        path
+        for slot in (component_input["inputs"].get("artifacts") or {}).values()
+        for art in slot["artifacts"]
+        if art.get("uri") and (path := local_path(art["uri"])) and os.path.isabs(path)
+    }
+    mounts += [[p, p, True] for p in sorted(read) if not _inside(p, workdir)]
     env: dict[str, str] = {}
     gpus = [g for g in launch.device_env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
     if gpus:  # the container sees only its GPUs, numbered from 0

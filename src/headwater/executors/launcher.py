@@ -18,7 +18,7 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from headwater.errors import PipelineSpecError
+from headwater.errors import HeadwaterError, PipelineSpecError
 from headwater.outcome import OUTCOME_ENV, OUTCOME_FILE
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ def run_task(payload: dict[str, Any], output: int) -> None:
             os.environ.clear()
             os.environ.update(payload["env"])
             os.environ["_KFP_RUNTIME"] = "true"
+        host_env = dict(os.environ)  # what a container runtime runs with (`in_image`)
         os.environ.update(payload.get("env_update") or {})
         # Where the task may say its outcome is a failure (`headwater.outcome`).
         os.environ[OUTCOME_ENV] = os.path.join(payload["workdir"], OUTCOME_FILE)
@@ -54,7 +55,7 @@ def run_task(payload: dict[str, Any], output: int) -> None:
         if whole_task:
             code = 0  # CreatePVC / DeletePVC: the platform operation was the whole task
         elif in_image:
-            code = _run_in_image(payload, before)
+            code = _run_in_image(payload, before, host_env)
         elif payload["kind"] == "python":
             code = _run_python(payload)
         elif payload.get("outputs"):
@@ -68,7 +69,10 @@ def run_task(payload: dict[str, Any], output: int) -> None:
     except BaseException as exc:  # a task's failure must never escape as ours
         code = 127 if isinstance(exc, FileNotFoundError) else 1
         _write_error(payload, exc, exit_code=code)
-        traceback.print_exc()
+        if isinstance(exc, HeadwaterError):  # ours says what is wrong: one line, no trace
+            print(f"headwater: {type(exc).__name__}: {exc}", file=sys.stderr)
+        else:
+            traceback.print_exc()
     finally:
         try:
             sys.stdout.flush()
@@ -112,7 +116,7 @@ def _apply_platform(payload: dict[str, Any], in_image: bool) -> bool:
     return apply_platform(payload, mount=not in_image)
 
 
-def _run_in_image(payload: dict[str, Any], before: dict[str, str]) -> int:
+def _run_in_image(payload: dict[str, Any], before: dict[str, str], host_env: dict[str, str]) -> int:
     """Run the task in its container image (see `headwater.executors.in_image`).
 
     The container's environment is the task's own (`env_update`), what its kfp-kubernetes
@@ -127,7 +131,7 @@ def _run_in_image(payload: dict[str, Any], before: dict[str, str]) -> int:
     if spec["python"]:
         with open(spec["module"], "w", encoding="utf-8") as fh:
             fh.write(payload["source"])
-    return run_in_image(payload, env)
+    return run_in_image(payload, env, host_env)
 
 
 def _mask_secrets(payload: dict[str, Any]) -> None:
@@ -275,7 +279,8 @@ def _write_error(payload: dict[str, Any], exc: BaseException, *, exit_code: int)
     made), in the executor's spool, so that the reason still reaches the engine.
     """
     message = f"sys.exit({exc.code!r}) was called" if isinstance(exc, SystemExit) else str(exc)
-    trace = "".join(traceback.format_exception(exc))
+    ours = isinstance(exc, HeadwaterError)
+    trace = "" if ours else "".join(traceback.format_exception(exc))
     if _masker is not None:
         message, trace = _masker.mask(message), _masker.mask(trace)
     record = {

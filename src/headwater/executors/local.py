@@ -268,6 +268,9 @@ class LocalExecutor(Executor):
                     result = TaskResult(launch.task_id, error=error)
                 else:
                     result = self._result(launch, event["id"], event["exit"])
+                    if event["exit"] < 0 and launch.in_image is not None:
+                        # Killed outright: its container (Docker's, say) may still run.
+                        self._remove_containers([launch], every=False)
                 result.worker = self._host
                 result.container = self._containers.pop(launch.task_id, None)
                 results.append(result)

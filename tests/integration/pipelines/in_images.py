@@ -26,7 +26,7 @@ def from_image(source: Input[Dataset], note: OutputPath(str), copy: Output[Datas
             "-c",
             'set -e; cat /etc/headwater-image.txt > "$1"; '
             '{ cat "$0"; echo " + in the image"; } > "$2"; '
-            'echo "uid=$(id -u) greeting=$GREETING"',
+            'echo "uid=$(id -u) greeting=$GREETING home=$HOME"',
         ],
         args=[source.path, note, copy.path],
     )
@@ -42,6 +42,10 @@ def read_on_host(note: str, copy: Input[Dataset]) -> str:
 def in_images() -> str:
     written = write_on_host()
     inside = from_image(source=written.outputs["data"]).set_env_variable("GREETING", "hi")
+    # Variables a runtime reads itself reach the container, and leave the runtime alone.
+    inside.set_env_variable("HOME", "/nowhere").set_env_variable(
+        "CONTAINER_HOST", "unix:///nowhere.sock"
+    ).set_env_variable("DOCKER_HOST", "unix:///nowhere.sock")
     return read_on_host(note=inside.outputs["note"], copy=inside.outputs["copy"]).output
 
 

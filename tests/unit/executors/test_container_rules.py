@@ -52,7 +52,7 @@ def test_a_run_that_needs_a_runtime_it_lacks_is_refused_naming_the_component() -
 
 def test_the_runtime_command_line_for_podman_and_docker() -> None:
     mounts = [["/data/in", "/data/in", True], ["", "/scratch", False], ["/w", "/w", False]]
-    env = {"SECRET": "hunter2-value", "CUDA_VISIBLE_DEVICES": "0,1"}
+    env = {"SECRET": "hunter2-value", "CUDA_VISIBLE_DEVICES": "0,1", "HOME": "/home/task"}
     podman = run_argv(
         "/usr/bin/podman", "sha256:abc",
         spec(cpu_limit=0.5, memory_limit=1e8, gpus=["2", "3"]), mounts, env,
@@ -61,14 +61,21 @@ def test_the_runtime_command_line_for_podman_and_docker() -> None:
     assert podman[:5] == ["/usr/bin/podman", "run", "--rm", "--name", "headwater-run-1-1-abc"]
     assert "--cpus 0.5 --memory 100000000" in joined
     assert "--device nvidia.com/gpu=2 --device nvidia.com/gpu=3" in joined
-    assert "-v /data/in:/data/in:ro" in joined and "--tmpfs /scratch" in joined
-    assert "-v /w:/w:rw" in joined and "--label io.headwater.run=r" in joined
-    # Variables go by name: no value is on a command line (/proc/PID/cmdline is world-readable).
+    assert "--mount type=bind,source=/data/in,target=/data/in,ro" in joined
+    assert "--mount type=bind,source=/w,target=/w " in joined and "--tmpfs /scratch" in joined
+    assert "--label io.headwater.run=r" in joined
+    # Variables go by name: no value is on a command line (/proc/PID/cmdline is world-readable),
+    # but for those the runtime reads itself, which keep the runtime's own values.
     assert "-e SECRET" in joined and "hunter2" not in joined
+    assert "-e HOME=/home/task" in joined
     # The user's own arguments, then the image, then the command exactly as resolved.
     assert podman[-5:] == ["--network=host", "sha256:abc", "sh", "-c", "echo $SECRET"]
-    docker = run_argv("/usr/bin/docker", "img", spec(gpus=["1"]), [], {})
-    assert "--gpus device=1" in " ".join(docker) and "--device" not in docker
+    docker = run_argv("/usr/bin/docker", "img", spec(gpus=["1", "2"]), [], {})
+    # Quoted: Docker reads the value as CSV and would take a bare "2" for a count.
+    assert docker[docker.index("--gpus") : docker.index("--gpus") + 2] == ["--gpus", '"device=1,2"']
+    assert "--device" not in docker
+    with pytest.raises(ContainerError, match="comma"):
+        run_argv("/usr/bin/podman", "img", spec(), [["/a,b", "/a,b", False]], {})
 
 
 def test_docker_runs_as_the_user_who_is_not_root() -> None:
