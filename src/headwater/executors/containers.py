@@ -11,11 +11,13 @@ The rule (`HEADWATER_CONTAINERS`, `--containers`, `RunOptions.containers`):
 * `never`: every task on the host, its command run as if the image were this machine.
 
 The runtime is Podman or Docker: `HEADWATER_CONTAINER_RUNTIME` (a name or a path), else the
-first of podman, docker on PATH. The engine resolves each image once per run to its id (the
-sha256 of its config), pulling it as the task's image pull policy says (kfp-kubernetes'
-`set_image_pull_policy`; IfNotPresent by default); the id is part of the task's cache key and
-of its record, and the task runs exactly that image. Where tasks run elsewhere (Dask), the
-workers resolve and pull on their own machines.
+first of podman, docker on PATH. The engine resolves each image present on its machine once
+per run to its id (the sha256 of its config); the id is part of the task's cache key and of
+its record, and the task runs exactly that image. The engine never pulls: a task whose image
+is absent, or whose pull policy (kfp-kubernetes' `set_image_pull_policy`; IfNotPresent by
+default) is Always, pulls it in its own process, and is not cached; one whose policy is Never
+fails at once. Where tasks run elsewhere (Dask), the workers resolve and pull on their own
+machines.
 
 Containers carry labels naming their run, task and owner (the fork server that started them,
 as host/pid/start): `sweep` removes those whose owner is gone, `remove` those of one owner.
@@ -122,9 +124,7 @@ class ContainerPolicy:
     #: and pulls images itself, and refuses a run that needs a runtime it does not have.
     here: bool = True
     args: tuple[str, ...] = ()
-    _images: dict[tuple[str, str], tuple[str, str] | ContainerError] = field(
-        default_factory=dict, repr=False
-    )
+    _images: dict[str, str] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -182,24 +182,31 @@ class ContainerPolicy:
         if not self.here or self.runtime is None:
             # Resolved and pulled where the task runs (a Dask worker), by its own runtime.
             return InImage("", image, image, "", pull, python, self.args)
-        image_id = self.resolve(image, pull)
-        return InImage(self.runtime, image, image_id, image_id, pull, python, self.args)
+        found = self.resolve(image, pull)
+        return InImage(self.runtime, image, found or image, found or "", pull, python, self.args)
 
-    def resolve(self, image: str, pull: str) -> str:
-        """The id of `image` on this machine, pulled first as `pull` says (once per run)."""
+    def resolve(self, image: str, pull: str) -> str | None:
+        """The id of `image` on this machine (once per run); None when the task must pull it
+        first (absent, or policy Always): the task does, so the engine never waits on a pull.
+
+        Raises:
+            ContainerError: It is absent and its policy is Never.
+        """
         assert self.runtime is not None
-        key = (image, pull)
+        if pull == "Always":
+            return None
         with self._lock:
-            known = self._images.get(key)
-            if known is None:
-                try:
-                    known = ensure_image(self.runtime, image, pull)
-                except ContainerError as exc:
-                    known = exc
-                self._images[key] = known
-        if isinstance(known, ContainerError):
-            raise known
-        return known[0]
+            known = self._images.get(image)
+        if known:
+            return known
+        found = image_id(self.runtime, image)
+        if found is None:
+            if pull == "Never":
+                raise ContainerError(_never(self.runtime, image))
+            return None
+        with self._lock:
+            self._images[image] = found
+        return found
 
 
 def pull_policy(settings: dict[str, Any] | None) -> str:
@@ -230,10 +237,7 @@ def ensure_image(runtime: str, image: str, pull: str) -> tuple[str, str]:
         if found:
             return found, image
         if pull == "Never":
-            raise ContainerError(
-                f"image {image!r} is not present for {name} and its pull policy is Never: "
-                f"build or load it ({name} build / {name} load), or set the policy to IfNotPresent"
-            )
+            raise ContainerError(_never(runtime, image))
     proc = _call([runtime, "pull", image], timeout=None)
     if proc.returncode != 0:
         raise ContainerError(
@@ -244,6 +248,14 @@ def ensure_image(runtime: str, image: str, pull: str) -> tuple[str, str]:
     if not found:
         raise ContainerError(f"image {image!r} was pulled by {name} but is not found after")
     return found, image
+
+
+def _never(runtime: str, image: str) -> str:
+    name = kind(runtime)
+    return (
+        f"image {image!r} is not present for {name} and its pull policy is Never: build or "
+        f"load it ({name} build / {name} load), or set the policy to IfNotPresent"
+    )
 
 
 def image_id(runtime: str, image: str) -> str | None:

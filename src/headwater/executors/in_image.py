@@ -31,11 +31,13 @@ container by its labels (`containers.remove`), and a sweep removes what a dead e
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from headwater.errors import ContainerError
@@ -47,6 +49,8 @@ KIT = "/headwater/kit"
 PACKAGES = "/headwater/packages"
 PIP = "/headwater/pip"
 
+#: Where the task records the image id it resolved itself (the engine reads it back).
+CONTAINER_FILE = "container.json"
 #: Variables the runtime reads itself: passed with their values on its command line.
 _RUNTIME_OWN = re.compile(
     r"(HOME|PATH|TMPDIR|USER|LOGNAME|SHELL|REGISTRY_AUTH_FILE|"
@@ -55,6 +59,7 @@ _RUNTIME_OWN = re.compile(
 )
 
 _child: subprocess.Popen[bytes] | None = None
+_host_env: dict[str, str] | None = None
 _name = ""
 _runtime = ""
 
@@ -72,20 +77,28 @@ def run_in_image(payload: dict[str, Any], env: dict[str, str], host_env: dict[st
     Raises:
         ContainerError: No runtime here, or the image cannot be found or pulled.
     """
-    global _child, _name, _runtime
+    global _child, _name, _runtime, _host_env
     from headwater.executors import containers
 
     spec = payload["in_image"]
-    runtime = spec["runtime"] or containers.find_runtime()
+    _host_env = host_env
+    with _as_host(host_env):
+        runtime = spec["runtime"] or containers.find_runtime()
     if runtime is None:
         raise ContainerError(
             f"task runs in image {spec['image']!r} and no container runtime is found on "
             f"{os.uname().nodename}: install Podman or Docker there, or run with --containers never"
         )
     ref = spec["ref"]
-    if not spec["digest"]:  # resolved here, where the task runs (a Dask worker)
-        ref = containers.ensure_image(runtime, spec["image"], spec["pull"])[0]
+    record = os.path.join(payload["workdir"], CONTAINER_FILE)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(record)  # an earlier attempt's
+    if not spec["digest"]:  # pulled and resolved here: absent for the engine, or a Dask worker
+        with _as_host(host_env):
+            ref = containers.ensure_image(runtime, spec["image"], spec["pull"])[0]
         print(f"headwater: image {spec['image']} is {ref} here", file=sys.stderr, flush=True)
+        with open(record, "w", encoding="utf-8") as fh:
+            json.dump({"digest": ref}, fh)
     # From here a signal that ends the task removes its container (or its packages' one).
     _runtime, _name = runtime, f"{spec['name']}-pip"
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
@@ -192,16 +205,25 @@ def _packages(runtime: str, ref: str, spec: dict[str, Any], host_env: dict[str, 
         ]  # fmt: skip
 
     root = config.containers_dir() / "packages"
+    with _as_host(host_env):  # pip's container is run by the runtime, as this machine's
+        found = environment(reqs, spec.get("index_options") or (), root=root, scope=ref, pip=pip)
+    print(f"headwater: packages_to_install in image {spec['image']} from {found}", file=sys.stderr)
+    return str(found)
+
+
+@contextlib.contextmanager
+def _as_host(host_env: dict[str, str]) -> Iterator[None]:
+    """Run what is inside with this machine's environment, not the task's: the runtime's
+    commands must not see a task's HOME, PATH or CONTAINER_HOST. (The task process is one
+    thread here.)"""
     task_env = dict(os.environ)
     os.environ.clear()
-    os.environ.update(host_env)  # pip's container is run by the runtime, as this machine's
+    os.environ.update(host_env)
     try:
-        found = environment(reqs, spec.get("index_options") or (), root=root, scope=ref, pip=pip)
+        yield
     finally:
         os.environ.clear()
         os.environ.update(task_env)
-    print(f"headwater: packages_to_install in image {spec['image']} from {found}", file=sys.stderr)
-    return str(found)
 
 
 def _stop(signum: int, _frame: object) -> None:
@@ -211,6 +233,7 @@ def _stop(signum: int, _frame: object) -> None:
     with contextlib.suppress(Exception):
         subprocess.run(
             [*remove_command(_runtime), _name],
+            env=_host_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -195,10 +195,6 @@ class LocalExecutor(Executor):
         spec = launch.in_image
         assert spec is not None
         runtime = spec.runtime or self._runtime()
-        if not spec.digest:  # the engine ran elsewhere: resolved (and pulled) here
-            ref = containers.ensure_image(runtime, spec.image, spec.pull)[0]
-            spec = dataclasses.replace(spec, runtime=runtime, ref=ref, digest=ref)
-            launch = dataclasses.replace(launch, in_image=spec)
         if not self._swept:
             self._swept = True  # what a killed executor of this machine left, once
             threading.Thread(target=_sweep, args=(runtime,), daemon=True).start()
@@ -272,7 +268,7 @@ class LocalExecutor(Executor):
                         # Killed outright: its container (Docker's, say) may still run.
                         self._remove_containers([launch], every=False)
                 result.worker = self._host
-                result.container = self._containers.pop(launch.task_id, None)
+                result.container = _container(launch, self._containers.pop(launch.task_id, None))
                 results.append(result)
 
     def _result(self, launch: Launch, submission: int, exitcode: int) -> TaskResult:
@@ -427,6 +423,18 @@ def stage_remote(
                 else:
                     uploads.append((local, uri))
     return local_input, downloads, uploads
+
+
+def _container(launch: Launch, known: dict[str, str] | None) -> dict[str, str] | None:
+    """The container record of an attempt: the engine's, with the image id the task resolved
+    itself when the engine had none (it pulled the image: `in_image.CONTAINER_FILE`)."""
+    if known is None or known["digest"]:
+        return known
+    from headwater.executors.in_image import CONTAINER_FILE
+
+    with contextlib.suppress(OSError, ValueError), open(launch.workdir / CONTAINER_FILE) as fh:
+        return {**known, "digest": str(json.load(fh).get("digest") or "")}
+    return known
 
 
 def _sweep(runtime: str) -> None:
