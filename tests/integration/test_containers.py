@@ -282,3 +282,26 @@ def test_a_rebuilt_image_is_a_cache_miss(
         )
     finally:
         subprocess.run([str(PODMAN), "rmi", "-f", name], capture_output=True)
+
+
+def test_an_absent_image_is_pulled_by_its_task_and_the_id_it_got_recorded(
+    headwater: Cli, tmp_path: Path, busybox_image: str
+) -> None:
+    # No registry is reachable: the image comes from an OCI archive, which Podman pulls.
+    archive = tmp_path / "busybox.tar"
+    subprocess.run(
+        [str(PODMAN), "save", "--format", "oci-archive", "-o", str(archive), busybox_image],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    source = (Path(__file__).parent / "pipelines" / "in_images.py").read_text()
+    path = tmp_path / "archived.py"
+    path.write_text(source.replace('BUSYBOX = "localhost/headwater-test/busybox:2"',
+                                   f'BUSYBOX = "oci-archive:{archive}"'))  # fmt: skip
+    args = ("run", str(path), "--pipeline", "in-images", "--json", *AUTO)
+    first = run_ok(headwater(*args))
+    task = next(t for t in first["tasks"] if t["name"] == "from-image")
+    assert task["container"]["digest"] == image_id(busybox_image)
+    assert first["outputs"] == {"Output": f"{IMAGE_TEXT.strip()} | from the host + in the image"}
+    # Pulled, not resolved before: there was no id to key the cache on, so it runs again.
+    again = run_ok(headwater(*args))
+    assert {t["name"]: t["cached"] for t in again["tasks"]}["from-image"] is False

@@ -50,6 +50,8 @@ PULL_POLICIES = {"IfNotPresent": "missing", "Always": "always", "Never": "never"
 #: Images of KFP's CreatePVC / DeletePVC components: operations, never a container.
 _OPERATIONS = ("argostub/createpvc", "argostub/deletepvc")
 _EXECUTOR_MAIN = "kfp.dsl.executor_main"
+#: Podman's transports: images from archives and directories, pulled rather than looked up.
+_TRANSPORTS = ("oci-archive:", "docker-archive:", "oci:", "dir:", "docker://", "docker-daemon:")
 #: How long one runtime command (an inspect, a removal) may take before it is given up.
 _COMMAND_TIMEOUT = 60.0
 _INSTALL_HINT = (
@@ -244,7 +246,7 @@ def ensure_image(runtime: str, image: str, pull: str) -> tuple[str, str]:
             f"image {image!r} cannot be pulled by {name}: {_last_line(proc)}: check the name "
             f"and the registry, or build it here ({name} build -t {image} ...)"
         )
-    found = image_id(runtime, image)
+    found = image_id(runtime, image) or _pulled_id(proc.stdout)
     if not found:
         raise ContainerError(f"image {image!r} was pulled by {name} but is not found after")
     return found, image
@@ -264,6 +266,8 @@ def image_id(runtime: str, image: str) -> str | None:
     Raises:
         ContainerError: The runtime itself fails (its storage, its daemon).
     """
+    if image.startswith(_TRANSPORTS):
+        return None  # not a name in local storage: known once pulled (`_pulled_id`)
     proc = _call([runtime, "image", "inspect", "--format", "{{.Id}}", image])
     if proc.returncode == 0:
         found = proc.stdout.strip().splitlines()
@@ -274,6 +278,15 @@ def image_id(runtime: str, image: str) -> str | None:
     if "no such image" in text or "image not known" in text:
         return None
     raise ContainerError(f"{kind(runtime)} cannot inspect image {image!r}: {_last_line(proc)}")
+
+
+def _pulled_id(stdout: str) -> str | None:
+    """The image id Podman's `pull` prints last (an image from a transport has no name)."""
+    lines = stdout.split()
+    last = lines[-1] if lines else ""
+    return (
+        f"sha256:{last}" if len(last) == 64 and all(c in "0123456789abcdef" for c in last) else None
+    )
 
 
 def owner(pid: int | None = None) -> str:
