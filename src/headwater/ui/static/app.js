@@ -120,7 +120,10 @@ async function showTask(runId, task) {
     el("p", {}, el("span", { class: `state ${task.state}` }, task.state),
       task.duration ? ` · ${task.duration}` : "", task.cached_from ? ` · cached from execution ${task.cached_from}` : "",
       task.cache_key ? ` · cache key ${task.cache_key.slice(0, 12)}` : "",
-      ` · attempts ${task.attempts}`),
+      ` · attempts ${task.attempts}`,
+      task.container ? ` · in image ${task.container.image}` +
+        (task.container.digest ? ` (${task.container.digest.slice(0, 19)})` : "") +
+        ` by ${task.container.runtime.split("/").pop()}` : ""),
     el("h3", {}, "Inputs"), kvTable(task.inputs), kvTable(task.artifacts.inputs, (task.artifact_ids || {}).inputs),
     el("h3", {}, "Outputs"), kvTable(task.outputs), kvTable(task.artifacts.outputs, (task.artifact_ids || {}).outputs),
   );
