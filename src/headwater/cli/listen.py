@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import dataclasses
 import math
+import socket
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -115,19 +116,34 @@ def listen_options(args: argparse.Namespace, *, exposes: str | None = None) -> L
     return Listen(args.host, args.port, token, hosts)
 
 
-def run_app(app: Any, listen: Listen, *, announce: str) -> None:
-    """Bind `listen`'s address, say where the app answers (`headwater: ANNOUNCE` on stderr,
-    `{url}` in it replaced by the server's URL, with the port chosen for `--port 0`) and
-    serve it with uvicorn until interrupted.
+def bind_listen(listen: Listen) -> socket.socket:
+    """`listen`'s address, bound now: before anything else of the server's may take its port
+    (a local Dask cluster's random ports).
 
     Raises:
         UserError: The address cannot be bound (in use, not this machine's).
     """
     from headwater.serving.server import bind
+
+    sock = bind(listen.host, listen.port)
+    # Listening at once: on Linux another socket with SO_REUSEADDR (Tornado's) may still bind
+    # a port that is bound but not listening. Connections wait in the backlog until served.
+    sock.listen(2048)
+    return sock
+
+
+def run_app(app: Any, listen: Listen, *, announce: str, sock: socket.socket | None = None) -> None:
+    """Bind `listen`'s address (unless `sock` is it, bound earlier), say where the app answers
+    (`headwater: ANNOUNCE` on stderr, `{url}` in it replaced by the server's URL, with the port
+    chosen for `--port 0`) and serve it with uvicorn until interrupted.
+
+    Raises:
+        UserError: The address cannot be bound (in use, not this machine's).
+    """
     from headwater.ui._deps import require
 
     uvicorn = require("uvicorn")
-    sock = bind(listen.host, listen.port)
+    sock = sock or bind_listen(listen)
     bound = dataclasses.replace(listen, port=sock.getsockname()[1])
     print(f"headwater: {announce.format(url=bound.url)}", file=sys.stderr, flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))

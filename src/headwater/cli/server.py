@@ -8,12 +8,14 @@ is one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from typing import Any
 
 from headwater.cli.listen import (
     Listen,
     add_listen_options,
+    bind_listen,
     listen_options,
     max_body_bytes,
     run_app,
@@ -102,13 +104,16 @@ def cmd_server(args: argparse.Namespace) -> int:
     if url == config.metadata_url():
         config.home().mkdir(parents=True, exist_ok=True)
     scheduler = args.scheduler or (config.dask_scheduler() if args.executor == "dask" else None)
+    # Bound first: the local Dask cluster below opens ports of its own, and must not take this.
+    sock = bind_listen(listen)
     cluster = None
-    if args.executor == "dask" and not scheduler:
-        cluster = _warm_cluster()
-        scheduler = str(cluster.scheduler_address)
     try:
-        return _serve(args, url, scheduler, listen, body_limit)
+        if args.executor == "dask" and not scheduler:
+            cluster = _warm_cluster()
+            scheduler = str(cluster.scheduler_address)
+        return _serve(args, url, scheduler, listen, body_limit, sock)
     finally:
+        sock.close()
         if cluster is not None:
             _close_cluster(cluster)
 
@@ -141,7 +146,12 @@ def _close_cluster(cluster: Any) -> None:
 
 
 def _serve(
-    args: argparse.Namespace, url: str, scheduler: str | None, listen: Listen, body_limit: int
+    args: argparse.Namespace,
+    url: str,
+    scheduler: str | None,
+    listen: Listen,
+    body_limit: int,
+    sock: socket.socket,
 ) -> int:
     from headwater import config
     from headwater.server import create_app
@@ -162,7 +172,8 @@ def _serve(
     )
     queue.start()
     try:
-        run_app(app, listen, announce="KFP API and UI at {url}/ (kfp.Client(host='{url}'))")
+        announce = "KFP API and UI at {url}/ (kfp.Client(host='{url}'))"
+        run_app(app, listen, announce=announce, sock=sock)
     finally:
         queue.stop()
     return 0
