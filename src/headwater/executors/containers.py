@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater import config
-from headwater.errors import ContainerError, UserError
+from headwater.errors import ContainerError
 from headwater.processes import process_alive, process_start
 from headwater.task import InImage
 
@@ -49,7 +49,6 @@ LABEL_OWNER = "io.headwater.owner"
 PULL_POLICIES = {"IfNotPresent": "missing", "Always": "always", "Never": "never"}
 #: Images of KFP's CreatePVC / DeletePVC components: operations, never a container.
 _OPERATIONS = ("argostub/createpvc", "argostub/deletepvc")
-_EXECUTOR_MAIN = "kfp.dsl.executor_main"
 #: Podman's transports: images from archives and directories, pulled rather than looked up.
 _TRANSPORTS = ("oci-archive:", "docker-archive:", "oci:", "dir:", "docker://", "docker-daemon:")
 #: How long one runtime command (an inspect, a removal) may take before it is given up.
@@ -62,8 +61,9 @@ _INSTALL_HINT = (
 
 def is_python(container: dict[str, Any]) -> bool:
     """True for a lightweight Python component (KFP's launcher writes and runs its source)."""
-    command = [str(c) for c in container.get("command") or []]
-    return any(_EXECUTOR_MAIN in part and "ephemeral_component.py" in part for part in command)
+    from headwater.executors.local import python_program
+
+    return python_program(container) is not None
 
 
 def find_runtime(setting: str | None = None) -> str | None:
@@ -107,10 +107,11 @@ def kind(runtime: str) -> str:
     return "docker" if "docker" in os.path.basename(runtime) else "podman"
 
 
-def remove_command(runtime: str) -> list[str]:
+def remove_command(runtime: str, runtime_kind: str = "") -> list[str]:
     """The command that kills and removes containers at once (Podman's `rm -f` would wait 10 s
-    for a process that ignores SIGTERM, as a shell as PID 1 does)."""
-    if kind(runtime) == "podman":
+    for a process that ignores SIGTERM, as a shell as PID 1 does). `runtime_kind`: `kind`'s
+    answer when known (a task process has it in its payload, and need not ask again)."""
+    if (runtime_kind or kind(runtime)) == "podman":
         return [runtime, "rm", "-f", "-t", "0"]
     return [runtime, "rm", "-f"]
 
@@ -134,16 +135,13 @@ class ContainerPolicy:
         """The policy of a run: `mode` (default `HEADWATER_CONTAINERS`) and this machine's
         runtime.
 
+        `mode` is one of `config.CONTAINER_MODES` (`RunOptions.check` refused any other).
+
         Raises:
-            UserError: `mode` is not one of auto, always, never.
+            ConfigError: A `HEADWATER_CONTAINER*` setting that cannot be used.
             ContainerError: `HEADWATER_CONTAINER_RUNTIME` names a runtime that is not there.
         """
         chosen = (mode or config.containers()).lower()
-        if chosen not in config.CONTAINER_MODES:
-            raise UserError(
-                f"containers={mode!r} is not one of {', '.join(config.CONTAINER_MODES)}: "
-                "auto runs container components in their images when a runtime is found"
-            )
         runtime = None if chosen == "never" else find_runtime()
         return cls(chosen, runtime, here, config.container_args() if chosen != "never" else ())
 

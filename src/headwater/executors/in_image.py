@@ -62,6 +62,7 @@ _child: subprocess.Popen[bytes] | None = None
 _host_env: dict[str, str] | None = None
 _name = ""
 _runtime = ""
+_kind = ""
 
 
 def run_in_image(payload: dict[str, Any], env: dict[str, str], host_env: dict[str, str]) -> int:
@@ -77,7 +78,7 @@ def run_in_image(payload: dict[str, Any], env: dict[str, str], host_env: dict[st
     Raises:
         ContainerError: No runtime here, or the image cannot be found or pulled.
     """
-    global _child, _name, _runtime, _host_env
+    global _child, _name, _runtime, _host_env, _kind
     from headwater.executors import containers
 
     spec = payload["in_image"]
@@ -100,7 +101,7 @@ def run_in_image(payload: dict[str, Any], env: dict[str, str], host_env: dict[st
         with open(record, "w", encoding="utf-8") as fh:
             json.dump({"digest": ref}, fh)
     # From here a signal that ends the task removes its container (or its packages' one).
-    _runtime, _name = runtime, f"{spec['name']}-pip"
+    _runtime, _name, _kind = runtime, f"{spec['name']}-pip", spec.get("kind") or ""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
         signal.signal(sig, _stop)
     mounts = [m for m in spec["mounts"] if not m[0] or os.path.exists(m[0])]
@@ -121,7 +122,7 @@ def run_in_image(payload: dict[str, Any], env: dict[str, str], host_env: dict[st
     if code == 125:
         # The runtime's own failure (it said why on stderr, in the log): not the task's code.
         raise ContainerError(
-            f"{containers.kind(runtime)} could not run image {spec['image']!r} (exit code "
+            f"{_kind or containers.kind(runtime)} could not run image {spec['image']!r} (exit code "
             f"{code}): see the task's log for the runtime's message"
         )
     return code
@@ -140,7 +141,8 @@ def run_argv(
     `user` (uid, gid; default this process's)."""
     from headwater.executors import containers
 
-    docker = containers.kind(runtime) == "docker"
+    # Asked once by the executor (`container_spec`): not a `--version` per task.
+    docker = (spec.get("kind") or containers.kind(runtime)) == "docker"
     uid, gid = user if user is not None else (os.getuid(), os.getgid())
     argv = [runtime, "run", "--rm", "--name", spec["name"]]
     for key, value in spec["labels"].items():
@@ -192,7 +194,8 @@ def _packages(runtime: str, ref: str, spec: dict[str, Any], host_env: dict[str, 
     from headwater.executors.packages import environment
 
     # Docker runs it as the image's user (often root): what it installs stays the user's.
-    user = ["--user", f"{os.getuid()}:{os.getgid()}"] if kind(runtime) == "docker" else []
+    docker = (spec.get("kind") or kind(runtime)) == "docker"
+    user = ["--user", f"{os.getuid()}:{os.getgid()}"] if docker else []
 
     def pip(work: str) -> list[str]:
         return [
@@ -232,7 +235,7 @@ def _stop(signum: int, _frame: object) -> None:
 
     with contextlib.suppress(Exception):
         subprocess.run(
-            [*remove_command(_runtime), _name],
+            [*remove_command(_runtime, _kind), _name],
             env=_host_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -320,8 +323,11 @@ def container_spec(
     name = "headwater-" + "-".join(
         [launch.placeholders.job_uuid[:8], str(launch.task_id), str(launch.attempt)]
     )
+    from headwater.executors.containers import kind
+
     return {
         "runtime": runtime,
+        "kind": kind(runtime),
         "image": spec.image,
         "ref": spec.ref,
         "digest": spec.digest,
