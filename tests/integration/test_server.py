@@ -494,8 +494,24 @@ def test_a_sigkilled_server_loses_nothing(tmp_path: Path) -> None:
         (["HEADWATER_TASK_LOG_LIMIT=100"], "HEADWATER_TASK_LOG_LIMIT='100' is not"),
         (["--max-request-mb", "inf"], "--max-request-mb must be a positive number of MiB"),
         (["--max-request-mb", "1e-9"], "at least one byte), got 1e-09"),
+        (["HEADWATER_CONTAINERS=sometimes"], "HEADWATER_CONTAINERS='sometimes' is not one of"),
+        # (The suite's own default is never: these runs ask for containers.)
+        (["--containers", "auto", "HEADWATER_CONTAINER_RUNTIME=nerdctl"], "runtime 'nerdctl'"),
+        (["--containers", "auto", "HEADWATER_CONTAINER_ARGS=--label 'open"], "_ARGS="),
     ],
-    ids=["open-host", "zero-runs", "executor", "scheduler", "lease", "log-limit", "inf", "tiny"],
+    ids=[
+        "open-host",
+        "zero-runs",
+        "executor",
+        "scheduler",
+        "lease",
+        "log-limit",
+        "inf",
+        "tiny",
+        "containers",
+        "runtime",
+        "container-args",
+    ],
 )
 def test_bad_server_options_are_one_line_and_exit_2(
     tmp_path: Path, args: list[str], named: str

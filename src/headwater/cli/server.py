@@ -100,6 +100,11 @@ def cmd_server(args: argparse.Namespace) -> int:
     # Read by every run and every artifact read: a bad value stops the server now, not each run.
     config.task_log_limit()
     config.artifact_read_limit()
+    if (args.containers or config.containers()) != "never":
+        from headwater.executors.containers import find_runtime
+
+        config.container_args()
+        find_runtime()  # a runtime named by HEADWATER_CONTAINER_RUNTIME must be there
     url = args.server_metadata_url or args.metadata_url or config.metadata_url()
     if url == config.metadata_url():
         config.home().mkdir(parents=True, exist_ok=True)
