@@ -59,10 +59,24 @@ _INSTALL_HINT = (
 )
 
 
+_EXECUTOR_MAIN = "kfp.dsl.executor_main"
+
+
+def python_program(container: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """For a lightweight Python component, return (function source, raw args); else None.
+
+    The compiled command is `sh -c <pip prelude> sh -ec <write $0 to a file; run executor_main>
+    <source>`; we take the source and skip the shell and its pip install.
+    """
+    command = [str(c) for c in container.get("command") or []]
+    for i, part in enumerate(command[:-1]):
+        if _EXECUTOR_MAIN in part and "ephemeral_component.py" in part:
+            return command[i + 1], [str(a) for a in container.get("args") or []]
+    return None
+
+
 def is_python(container: dict[str, Any]) -> bool:
     """True for a lightweight Python component (KFP's launcher writes and runs its source)."""
-    from headwater.executors.local import python_program
-
     return python_program(container) is not None
 
 

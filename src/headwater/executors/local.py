@@ -23,6 +23,7 @@ from typing import IO, Any
 from headwater.artifacts import is_remote_uri
 from headwater.errors import ContainerError, HeadwaterError, HeadwaterSystemError
 from headwater.executors.base import Executor
+from headwater.executors.containers import python_program
 from headwater.executors.launcher import ERROR_FILE
 from headwater.executors.outputs import collect_outputs, output_plan
 from headwater.executors.prestart import PrestartedServer, start_server
@@ -30,21 +31,6 @@ from headwater.outcome import OUTCOME_FILE, read_failed
 from headwater.processes import process_start
 from headwater.spec.placeholders import resolve_args
 from headwater.task import Launch, TaskError, TaskResult
-
-_EXECUTOR_MAIN = "kfp.dsl.executor_main"
-
-
-def python_program(container: dict[str, Any]) -> tuple[str, list[str]] | None:
-    """For a lightweight Python component, return (function source, raw args); else None.
-
-    The compiled command is `sh -c <pip prelude> sh -ec <write $0 to a file; run executor_main>
-    <source>`; we take the source and skip the shell and its pip install.
-    """
-    command = [str(c) for c in container.get("command") or []]
-    for i, part in enumerate(command[:-1]):
-        if _EXECUTOR_MAIN in part and "ephemeral_component.py" in part:
-            return command[i + 1], [str(a) for a in container.get("args") or []]
-    return None
 
 
 class LocalExecutor(Executor):
