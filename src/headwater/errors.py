@@ -18,6 +18,7 @@ The tree::
     │   ├── ContainerError              no container runtime, or an image it cannot find or pull
     │   ├── NotFoundError               an unknown run, artifact or execution id
     │   ├── ConflictError               a name taken, or a record in a state that forbids the change
+    │   ├── PermissionDeniedError       a team server's principal may not do this (HTTP 403)
     │   ├── ConfigError                 a HEADWATER_* environment variable with a bad value
     │   └── InvalidArgumentError        an option out of range or not one of its choices
     │                                   (also ValueError)
@@ -136,6 +137,11 @@ class NotFoundError(UserError):
 class ConflictError(UserError):
     """A change the record's current state forbids: a name its namespace has already, a run
     that has ended (to terminate) or is still running (to delete). HTTP answers it 409."""
+
+
+class PermissionDeniedError(UserError):
+    """A principal of a team server (`headwater.access`) may not do this: the resource is in
+    a namespace it does not hold, or its role does not allow the change. HTTP answers it 403."""
 
 
 class ConfigError(UserError):

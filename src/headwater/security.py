@@ -8,6 +8,8 @@ TensorBoard (`headwater tensorboard`) share these rules:
 - `TokenAuth`, an ASGI middleware, answers every request that lacks the token through a
   callback of the server's own (each server words its 401 its own way). Tokens are compared
   in constant time (`tokens_match`).
+- `headwater.identify.Identify` (beside this module) finds who sent a request to `headwater
+  server` and `headwater ui`: a token, or the user a trusted proxy names.
 - `BrowserGuard`, an ASGI middleware outside `TokenAuth`, keeps web pages of other sites
   from driving the server through a visitor's browser: it refuses a `Host` that is not the
   server's name (DNS rebinding; `hosts_for_bind` says which names a server answers to), a

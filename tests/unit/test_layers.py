@@ -34,6 +34,8 @@ LAYERS: dict[int, set[str]] = {
         "config",
         "_deps",
         "security",
+        "identify",
+        "access",
         "processes",
         "paths",
         "outcome",

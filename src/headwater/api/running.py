@@ -135,7 +135,11 @@ def _claimed(run_id: str, opts: RunOptions, *, queued: bool, lease_s: float = 30
             parse_pipeline(doc),
             record.parameters,
             dataclasses.replace(
-                opts, pipeline_root=record.pipeline_root or None, metadata=stores, cache=None
+                opts,
+                pipeline_root=record.pipeline_root or None,
+                metadata=stores,
+                cache=None,
+                cache_scope=record.namespace,
             ),
             run_id=record.run_id,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +32,14 @@ class StoreTaskCache(TaskCache):
     A failure is never reused: a FAILED execution is not a cache entry, nor is one that
     succeeded but said its outcome is a failure (`headwater.outcome`, recorded without a
     key), nor one an earlier version recorded whose outputs are a tuning trial's error record.
+
+    With a `scope` (a server run's namespace), keys are of that scope: hits never cross it.
     """
 
-    def __init__(self, store: RunRecorder, artifacts: ArtifactStore) -> None:
+    def __init__(self, store: RunRecorder, artifacts: ArtifactStore, *, scope: str = "") -> None:
         self.store = store
         self.artifacts = artifacts
+        self.scope = scope
         # (uri, signature) -> digest: each state of an artifact is hashed once per process.
         self._hashed: dict[tuple[str, str], str | None] = {}
         # Artifacts seen in hits: a chain of cached tasks needs no store read per input.
@@ -59,8 +63,12 @@ class StoreTaskCache(TaskCache):
         return self._hash(uri, signature)
 
     def fingerprint(self, *, launch: Launch) -> str:
-        """SHA-256 over the executor, inputs (artifacts by content), outputs and cache_key."""
-        return cache_key(launch, self._digest)
+        """SHA-256 over the executor, inputs (artifacts by content), outputs and cache_key
+        (and the scope, if any)."""
+        key = cache_key(launch, self._digest)
+        if not self.scope:
+            return key
+        return hashlib.sha256(f"{self.scope}\0{key}".encode()).hexdigest()
 
     def lookup(self, *, launch: Launch, key: str) -> CacheHit | None:
         """The newest successful execution with `key`, if its artifacts are as recorded."""

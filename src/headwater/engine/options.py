@@ -49,6 +49,8 @@ class RunOptions:
         containers: Which tasks run in their container images: "auto" (container
             components, when Podman or Docker is found), "always" (every task), "never"
             (default `$HEADWATER_CONTAINERS`, else auto; see `headwater.executors.containers`).
+        cache_scope: Reuse only the results of runs with the same scope (`headwater server`
+            gives a run's namespace: as KFP's, the cache does not cross namespaces).
     """
 
     executor: str | Executor = "local"
@@ -62,6 +64,7 @@ class RunOptions:
     install_packages: bool = False
     strict_resources: bool = False
     containers: str | None = None
+    cache_scope: str = ""
 
     @classmethod
     def build(cls, options: RunOptions | None = None, **settings: Any) -> RunOptions:

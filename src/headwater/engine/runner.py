@@ -221,7 +221,9 @@ def execute(
             containers=containers.mode,
         )
         pool = backend.admission(max_parallel=options.max_parallel, strict=options.strict_resources)
-        task_cache: TaskCache = options.cache or StoreTaskCache(stores.recorder, artifacts)
+        task_cache: TaskCache = options.cache or StoreTaskCache(
+            stores.recorder, artifacts, scope=options.cache_scope
+        )
         if resuming:
             task_cache = ResumeCache(stores.full(), artifacts, run_id, task_cache)
         loop = EngineLoop(

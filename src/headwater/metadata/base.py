@@ -42,6 +42,7 @@ from headwater.metadata.records import (
     Page,
     PipelineRecord,
     Predicate,
+    PrincipalRecord,
     RecurringRunRecord,
     RunRecord,
     StepSeriesRecord,
@@ -53,8 +54,8 @@ __all__ = [
     "ACTIVE_RUN_STATES", "ENDED_RUN_STATES", "EXECUTION_STATES", "MODEL_STAGES", "RUN_STATES",
     "SCHEMA_HEAD", "ArtifactRecord", "Direction", "EndpointRecord", "EventRecord",
     "ExecutionRecord", "ExperimentRecord", "LineageGraph", "MetadataStore", "ModelRecord", "Page",
-    "PipelineRecord", "Predicate", "RecurringRunRecord", "RunRecord", "StepSeriesRecord",
-    "TaskCounts", "VersionRecord", "model_stage",
+    "PipelineRecord", "Predicate", "PrincipalRecord", "RecurringRunRecord", "RunRecord",
+    "StepSeriesRecord", "TaskCounts", "VersionRecord", "model_stage",
 ]  # fmt: skip
 
 #: Run states: QUEUED until a worker takes it (`headwater server`), RUNNING while an engine
@@ -92,7 +93,7 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0010_execution_container"
+SCHEMA_HEAD = "0011_principals"
 
 
 class MetadataStore(CatalogStore):

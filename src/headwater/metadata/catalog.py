@@ -1,5 +1,6 @@
 """`CatalogStore`: how a metadata store files runs, the part KFP's API brought in: experiments,
-named pipelines with their uploaded versions, and recurring runs. `MetadataStore` includes it.
+named pipelines with their uploaded versions, recurring runs, and the principals who may use
+a team server. `MetadataStore` includes it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 from headwater.metadata.records import (
     ExperimentRecord,
     PipelineRecord,
+    PrincipalRecord,
     RecurringRunRecord,
     VersionRecord,
 )
@@ -122,3 +124,29 @@ class CatalogStore(abc.ABC):
     @abc.abstractmethod
     def delete_recurring_run(self, recurring_run_id: str) -> None:
         """Delete a recurring run; the runs it made stay. Raises NotFoundError."""
+
+    # -- principals (`headwater.access`) ------------------------------------------------------
+
+    @abc.abstractmethod
+    def add_principal(self, principal: PrincipalRecord) -> None:
+        """Record a token or a proxy user. Raises ConflictError if one of its kind has its name."""
+
+    @abc.abstractmethod
+    def principal_by_token(self, token_hash: str) -> PrincipalRecord | None:
+        """The token whose secret hashes to `token_hash`, if it exists (is not revoked)."""
+
+    @abc.abstractmethod
+    def get_principal(self, kind: str, name: str) -> PrincipalRecord | None:
+        """The token or user (`kind`) of that name."""
+
+    @abc.abstractmethod
+    def list_principals(self, kind: str | None = None) -> list[PrincipalRecord]:
+        """Tokens and users (or those of `kind`), by kind and name."""
+
+    @abc.abstractmethod
+    def remove_principal(self, kind: str, name: str) -> None:
+        """Delete a token (revoking it) or a user. Raises NotFoundError."""
+
+    @abc.abstractmethod
+    def has_principals(self) -> bool:
+        """True if any token or user is recorded (the server is then multi-user)."""

@@ -57,6 +57,7 @@ def run_row(run: RunRecord, version_id: str, created_at: float) -> dict[str, Any
         "scheduled_at": run.scheduled_at,
         "starts": run.starts,
         "lease_until": run.lease_until,
+        "created_by": run.created_by,
     }
 
 

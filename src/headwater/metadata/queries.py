@@ -119,6 +119,7 @@ def run_record(r: Row[Any]) -> RunRecord:
         scheduled_at=r.scheduled_at,
         starts=r.starts,
         lease_until=r.lease_until,
+        created_by=r.created_by,
     )
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "Page",
     "PipelineRecord",
     "Predicate",
+    "PrincipalRecord",
     "RecurringRunRecord",
     "RunRecord",
     "StepSeriesRecord",
@@ -68,6 +69,8 @@ class RunRecord:
     #: When the lease of the queue worker holding it expires unless renewed (its own
     #: server's `--lease-seconds` after its last renewal); None when none holds it.
     lease_until: float | None = None
+    #: Who made it (a principal's name; None when no one was identified).
+    created_by: str | None = None
 
 
 @dataclass
@@ -219,6 +222,8 @@ class ExperimentRecord:
     namespace: str = ""
     storage_state: str = "AVAILABLE"
     created_at: float = 0.0
+    #: Who made it (a principal's name; None when no one was identified).
+    created_by: str | None = None
 
 
 @dataclass
@@ -230,6 +235,8 @@ class PipelineRecord:
     description: str = ""
     namespace: str = ""
     created_at: float = 0.0
+    #: Who made it (a principal's name; None when no one was identified).
+    created_by: str | None = None
 
 
 @dataclass
@@ -248,6 +255,8 @@ class VersionRecord:
     description: str = ""
     ir: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
+    #: Who made it (a principal's name; None when no one was identified).
+    created_by: str | None = None
 
 
 @dataclass
@@ -272,6 +281,23 @@ class RecurringRunRecord:
     next_fire_at: float | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    #: Who made it (a principal's name; None when no one was identified).
+    created_by: str | None = None
+
+
+@dataclass(frozen=True)
+class PrincipalRecord:
+    """Who may use a team server (`headwater.access`): a personal token (`kind` "token",
+    `token_hash` the SHA-256 of its secret) or a user a trusted proxy names (`kind` "user"),
+    with its role and the namespaces it holds."""
+
+    kind: str
+    name: str
+    role: str
+    namespaces: tuple[str, ...] = ()
+    token_hash: str | None = None
+    created_at: float = 0.0
+    created_by: str = ""
 
 
 @dataclass(frozen=True)

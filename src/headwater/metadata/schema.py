@@ -51,6 +51,7 @@ PIPELINES = Table(
     Column("description", String, nullable=False),
     Column("namespace", String, nullable=False),
     Column("created_at", Double, nullable=False),
+    Column("created_by", String),
     UniqueConstraint("namespace", "display_name"),
 )
 
@@ -70,6 +71,7 @@ PIPELINE_VERSIONS = Table(
     Column("description", String, nullable=False),
     Column("ir", Json, nullable=False),
     Column("created_at", Double, nullable=False),
+    Column("created_by", String),
     UniqueConstraint("pipeline_id", "display_name"),
     # One unuploaded version per IR and name: two engines that record a new IR at once
     # meet here, and the loser's retry finds the winner's (`queries.unuploaded_version`).
@@ -93,6 +95,7 @@ EXPERIMENTS = Table(
     Column("namespace", String, nullable=False),
     Column("storage_state", String, nullable=False),
     Column("created_at", Double, nullable=False),
+    Column("created_by", String),
     UniqueConstraint("namespace", "display_name"),
 )
 
@@ -142,6 +145,9 @@ RUNS = Table(
     # When the lease of the queue worker holding it expires unless renewed; past it, another
     # server may take the run over (NULL: no queue worker holds it).
     Column("lease_until", Double),
+    # Who made it: a token's or a proxy user's name (`headwater server`); NULL when no one
+    # was identified (`headwater run`, a server without principals).
+    Column("created_by", String),
 )
 
 #: One executor task of a run (unique by run and task name).
@@ -320,4 +326,21 @@ RECURRING_RUNS = Table(
     Column("next_fire_at", Double),
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
+    Column("created_by", String),
+)
+
+#: Who may use `headwater server` (`headwater.access`): a personal token (`kind` "token",
+#: stored as the SHA-256 of the secret only) or a user whom a trusted proxy names (`kind`
+#: "user", no secret), with the role and the namespaces it holds. Every server on the
+#: database reads these rows per request, so a revocation (the row deleted) is seen at once.
+PRINCIPALS = Table(
+    "principals",
+    METADATA,
+    Column("kind", String, primary_key=True),
+    Column("name", String, primary_key=True),
+    Column("token_hash", String, unique=True),
+    Column("role", String, nullable=False),
+    Column("namespaces", Json, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("created_by", String, nullable=False),
 )

@@ -57,6 +57,8 @@ class NewRun:
     recurring_run_id: str | None = None
     #: When its recurring run was due (its `scheduled_at` until a worker takes it).
     scheduled_at: float | None = None
+    #: Who submitted it (a principal's name; None when no one was identified).
+    created_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ class RunOperations:
             ir = parse_pipeline(new.version.ir)
         parameters = _bound(ir, dict(new.arguments or {}))
         root = _pipeline_root(new.pipeline_root)
-        experiment = self.experiment_for(new.experiment_id, new.namespace)
+        experiment = self.experiment_for(new.experiment_id, new.namespace, new.created_by)
         if experiment.storage_state == "ARCHIVED":
             raise InvalidArgumentError(
                 f"experiment {experiment.display_name!r} ({experiment.experiment_id}) is "
@@ -137,12 +139,15 @@ class RunOperations:
             namespace=checked.experiment.namespace,
             recurring_run_id=new.recurring_run_id,
             scheduled_at=new.scheduled_at,
+            created_by=new.created_by,
         )
         self.store.create_run(run, ir=dict(checked.ir.raw))
         self.wake()
         return self.run(run.run_id)
 
-    def experiment_for(self, experiment_id: str, namespace: str) -> ExperimentRecord:
+    def experiment_for(
+        self, experiment_id: str, namespace: str, created_by: str | None = None
+    ) -> ExperimentRecord:
         """The experiment `experiment_id`, or without one the namespace's "Default" (made on
         first use, also by two requests at once).
 
@@ -167,6 +172,7 @@ class RunOperations:
                         namespace,
                         "AVAILABLE",
                         time.time(),
+                        created_by,
                     )
                 )
         raise ConflictError(f"the {DEFAULT_EXPERIMENT} experiment could not be made; retry")
@@ -182,6 +188,8 @@ class RunOperations:
         arguments: Mapping[str, Any],
         display_name: str = "",
         experiment_id: str = "",
+        namespace: str = "",
+        created_by: str | None = None,
     ) -> str:
         """Queue a run for the web UI (its `RunControl`); the new run's id. A run given no
         name is named after its pipeline and the time.
@@ -203,6 +211,8 @@ class RunOperations:
             version=version,
             arguments=arguments,
             experiment_id=experiment_id,
+            namespace=namespace,
+            created_by=created_by,
         )
         return self.submit(new).run_id
 

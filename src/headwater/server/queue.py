@@ -320,6 +320,7 @@ class RunQueue:
                         description=rec.description,
                         recurring_run_id=rid,
                         scheduled_at=fire_at,
+                        created_by=rec.created_by,
                     )
                 )
             except UserError as exc:  # its experiment archived, say: the next time may do

@@ -24,7 +24,15 @@ from headwater.server.kfp.requests import (
     uploaded_spec,
 )
 from headwater.server.kfp.wire import ListSpec
-from headwater.server.router import Call, Listing, ServerState, register_list, route, scoped
+from headwater.server.router import (
+    Call,
+    Listing,
+    ServerState,
+    namespace_scope,
+    register_list,
+    route,
+    scoped,
+)
 
 if TYPE_CHECKING:
     from headwater.spec.ir import PipelineIR
@@ -35,7 +43,7 @@ def healthz(state: ServerState, call: Call) -> Any:
     from importlib.metadata import version
 
     return {
-        "multi_user": False,
+        "multi_user": state.gate is not None and state.gate.multi_user(),
         "pipeline_store": "database",
         "commit_sha": "",
         "tag_name": f"headwater {version('headwater')}",
@@ -45,20 +53,33 @@ def healthz(state: ServerState, call: Call) -> Any:
 # -- experiments ------------------------------------------------------------------------------
 
 
-def experiment(state: ServerState, experiment_id: str) -> ExperimentRecord:
-    """The experiment, or NotFoundError."""
+def experiment(
+    state: ServerState, experiment_id: str, call: Call | None = None, *, write: bool = False
+) -> ExperimentRecord:
+    """The experiment, or NotFoundError; with `call`, allowed to its principal (to change,
+    with `write`), or PermissionDeniedError."""
     found = state.store.get_experiment(experiment_id)
     if found is None:
         raise NotFoundError(f"no experiment with id {experiment_id!r}")
+    if call is not None:
+        call.allow(found.namespace, f"experiment {experiment_id}", write=write)
     return found
 
 
 @route("POST", "/experiments")
 def create_experiment(state: ServerState, call: Call) -> Any:
     doc = body_object(call.body)
-    name, namespace = text(doc, "display_name", required=True), text(doc, "namespace")
+    name = text(doc, "display_name", required=True)
+    namespace = call.who.default_namespace(text(doc, "namespace"), "An experiment")
+    call.allow(namespace, f"experiments of namespace {namespace!r}", write=True)
     row = ExperimentRecord(
-        str(uuid.uuid4()), name, text(doc, "description"), namespace, "AVAILABLE", time.time()
+        str(uuid.uuid4()),
+        name,
+        text(doc, "description"),
+        namespace,
+        "AVAILABLE",
+        time.time(),
+        created_by=call.who.created_by,
     )
     try:
         return experiment_json(state.store.create_experiment(row))
@@ -74,37 +95,71 @@ def create_experiment(state: ServerState, call: Call) -> Any:
 
 @route("GET", "/experiments/{experiment_id}")
 def get_experiment(state: ServerState, call: Call) -> Any:
-    return experiment_json(experiment(state, call.params["experiment_id"]))
+    return experiment_json(experiment(state, call.params["experiment_id"], call))
 
 
 @route("POST", "/experiments/{experiment_id}:archive")
 def archive_experiment(state: ServerState, call: Call) -> Any:
+    experiment(state, call.params["experiment_id"], call, write=True)
     state.store.set_experiment_storage(call.params["experiment_id"], "ARCHIVED")
 
 
 @route("POST", "/experiments/{experiment_id}:unarchive")
 def unarchive_experiment(state: ServerState, call: Call) -> Any:
+    experiment(state, call.params["experiment_id"], call, write=True)
     state.store.set_experiment_storage(call.params["experiment_id"], "AVAILABLE")
 
 
 @route("DELETE", "/experiments/{experiment_id}")
 def delete_experiment(state: ServerState, call: Call) -> Any:
+    experiment(state, call.params["experiment_id"], call, write=True)
     state.store.delete_experiment(call.params["experiment_id"])
 
 
 # -- pipelines and versions ---------------------------------------------------------------------
 
 
-def pipeline(state: ServerState, pipeline_id: str) -> PipelineRecord:
-    """The named pipeline, or NotFoundError."""
+def pipeline(
+    state: ServerState, pipeline_id: str, call: Call | None = None, *, write: bool = False
+) -> PipelineRecord:
+    """The named pipeline, or NotFoundError; with `call`, allowed to its principal (see
+    `allow_pipeline`)."""
     found = state.store.get_pipeline(pipeline_id)
     if found is None:
         raise NotFoundError(f"no pipeline with id {pipeline_id!r}")
+    if call is not None:
+        allow_pipeline(call, found, write=write)
     return found
 
 
-def version(state: ServerState, pipeline_id: str, version_id: str) -> VersionRecord:
-    """The pipeline's uploaded version, or NotFoundError."""
+def allow_pipeline(call: Call, found: PipelineRecord, *, write: bool = False) -> None:
+    """A pipeline in a namespace is its namespace's; a shared one (no namespace) every
+    principal reads, and only its creator or an admin changes (adds versions, deletes).
+
+    Raises:
+        PermissionDeniedError: The principal may not.
+    """
+    what = f"pipeline {found.pipeline_id}"
+    if found.namespace or not call.who.multi_user:
+        call.allow(found.namespace, what, write=write)
+        return
+    call.noted.setdefault("namespace", "")
+    if write and not (call.who.is_admin or call.who.name == found.created_by):
+        call.who.check_admin(f"change the shared {what}, which {found.created_by or 'no one'} made")
+
+
+def version(
+    state: ServerState,
+    pipeline_id: str,
+    version_id: str,
+    call: Call | None = None,
+    *,
+    write: bool = False,
+) -> VersionRecord:
+    """The pipeline's uploaded version, or NotFoundError; with `call`, allowed to its
+    principal as its pipeline is."""
+    if call is not None:
+        pipeline(state, pipeline_id, call, write=write)
     found = state.store.get_version(version_id)
     if found is None or found.pipeline_id != pipeline_id:
         raise NotFoundError(f"pipeline {pipeline_id} has no version {version_id!r}")
@@ -112,7 +167,11 @@ def version(state: ServerState, pipeline_id: str, version_id: str) -> VersionRec
 
 
 def new_version(
-    ir: PipelineIR, pipeline_id: str, display_name: str, description: str
+    ir: PipelineIR,
+    pipeline_id: str,
+    display_name: str,
+    description: str,
+    created_by: str | None = None,
 ) -> VersionRecord:
     """A version record of `ir`, uploaded to `pipeline_id` as `display_name`."""
     raw = dict(ir.raw)
@@ -125,15 +184,38 @@ def new_version(
         description=description,
         ir=raw,
         created_at=time.time(),
+        created_by=created_by,
     )
 
 
 def _new_pipeline(
-    state: ServerState, name: str, description: str, namespace: str, ir: PipelineIR | None
+    state: ServerState,
+    call: Call,
+    name: str,
+    description: str,
+    namespace: str,
+    ir: PipelineIR | None,
+    version_name: str = "",
+    version_description: str | None = None,
 ) -> PipelineRecord:
-    """A named pipeline, with its first version (named as the pipeline) when given one."""
-    row = PipelineRecord(str(uuid.uuid4()), name, description, namespace, time.time())
-    first = None if ir is None else new_version(ir, row.pipeline_id, name, description)
+    """A named pipeline, with its first version (named as the pipeline) when given one.
+
+    Without a namespace it is shared, as KFP's (any editor may make one)."""
+    if namespace:
+        call.allow(namespace, f"pipelines of namespace {namespace!r}", write=True)
+    by = call.who.created_by
+    row = PipelineRecord(str(uuid.uuid4()), name, description, namespace, time.time(), by)
+    first = (
+        None
+        if ir is None
+        else new_version(
+            ir,
+            row.pipeline_id,
+            version_name or name,
+            description if version_description is None else version_description,
+            by,
+        )
+    )
     return state.store.create_pipeline(row, first)
 
 
@@ -141,7 +223,9 @@ def _new_pipeline(
 def upload_pipeline(state: ServerState, call: Call) -> Any:
     ir, filename = uploaded_spec(call.content_type, call.raw)
     name = call.q("display_name") or call.q("name") or spec_name(ir, filename)
-    return pipeline_json(_new_pipeline(state, name, call.q("description"), call.q("namespace"), ir))
+    return pipeline_json(
+        _new_pipeline(state, call, name, call.q("description"), call.q("namespace"), ir)
+    )
 
 
 @route("POST", "/pipelines/upload_version")
@@ -150,8 +234,11 @@ def upload_version(state: ServerState, call: Call) -> Any:
     pipeline_id = call.q("pipelineid")
     if not pipeline_id:
         raise InvalidArgumentError("pipelineid is required: the pipeline to add a version to")
+    pipeline(state, pipeline_id, call, write=True)
     name = call.q("display_name") or call.q("name") or filename
-    made = state.store.create_version(new_version(ir, pipeline_id, name, call.q("description")))
+    made = state.store.create_version(
+        new_version(ir, pipeline_id, name, call.q("description"), call.who.created_by)
+    )
     return version_json(made)
 
 
@@ -160,7 +247,7 @@ def create_pipeline(state: ServerState, call: Call) -> Any:
     doc = body_object(call.body)
     name = text(doc, "display_name") or text(doc, "name", required=True)
     return pipeline_json(
-        _new_pipeline(state, name, text(doc, "description"), text(doc, "namespace"), None)
+        _new_pipeline(state, call, name, text(doc, "description"), text(doc, "namespace"), None)
     )
 
 
@@ -172,12 +259,18 @@ def create_pipeline_and_version(state: ServerState, call: Call) -> Any:
         raise InvalidArgumentError("send {pipeline: {...}, pipeline_version: {pipeline_spec: ...}}")
     ir = _version_ir(version_doc)
     name = text(given, "display_name") or text(given, "name", required=True)
-    row = PipelineRecord(
-        str(uuid.uuid4()), name, text(given, "description"), text(given, "namespace"), time.time()
-    )
     vname = text(version_doc, "display_name") or text(version_doc, "name") or name
-    first = new_version(ir, row.pipeline_id, vname, text(version_doc, "description"))
-    return pipeline_json(state.store.create_pipeline(row, first))
+    made = _new_pipeline(
+        state,
+        call,
+        name,
+        text(given, "description"),
+        text(given, "namespace"),
+        ir,
+        vname,
+        text(version_doc, "description"),
+    )
+    return pipeline_json(made)
 
 
 def _version_ir(doc: dict[str, Any]) -> PipelineIR:
@@ -194,6 +287,8 @@ def _version_ir(doc: dict[str, Any]) -> PipelineIR:
 @route("GET", "/pipelines/names/{name}")
 def get_pipeline_by_name(state: ServerState, call: Call) -> Any:
     name, namespace = call.params["name"], call.q("namespace")
+    if namespace:
+        call.allow(namespace, f"pipelines of namespace {namespace!r}")
     found = state.store.pipeline_named(name, namespace)
     if found is None:
         raise NotFoundError(f"no pipeline named {name!r} in namespace {namespace!r}")
@@ -202,37 +297,42 @@ def get_pipeline_by_name(state: ServerState, call: Call) -> Any:
 
 @route("GET", "/pipelines/{pipeline_id}")
 def get_pipeline(state: ServerState, call: Call) -> Any:
-    return pipeline_json(pipeline(state, call.params["pipeline_id"]))
+    return pipeline_json(pipeline(state, call.params["pipeline_id"], call))
 
 
 @route("DELETE", "/pipelines/{pipeline_id}")
 def delete_pipeline(state: ServerState, call: Call) -> Any:
+    pipeline(state, call.params["pipeline_id"], call, write=True)
     cascade = call.q("cascade").lower() == "true"
     state.store.delete_pipeline(call.params["pipeline_id"], cascade=cascade)
 
 
 @route("POST", "/pipelines/{pipeline_id}/versions")
 def create_version(state: ServerState, call: Call) -> Any:
+    pipeline(state, call.params["pipeline_id"], call, write=True)
     doc = body_object(call.body)
     ir = _version_ir(doc)
     name = text(doc, "display_name") or text(doc, "name", required=True)
-    made = new_version(ir, call.params["pipeline_id"], name, text(doc, "description"))
+    made = new_version(
+        ir, call.params["pipeline_id"], name, text(doc, "description"), call.who.created_by
+    )
     return version_json(state.store.create_version(made))
 
 
 @route("GET", "/pipelines/{pipeline_id}/versions/{version_id}")
 def get_version(state: ServerState, call: Call) -> Any:
-    return version_json(version(state, call.params["pipeline_id"], call.params["version_id"]))
+    found = version(state, call.params["pipeline_id"], call.params["version_id"], call)
+    return version_json(found)
 
 
 @route("DELETE", "/pipelines/{pipeline_id}/versions/{version_id}")
 def delete_version(state: ServerState, call: Call) -> Any:
-    found = version(state, call.params["pipeline_id"], call.params["version_id"])
+    found = version(state, call.params["pipeline_id"], call.params["version_id"], call, write=True)
     state.store.delete_version(found.pipeline_version_id)
 
 
 def _versions_of(state: ServerState, call: Call) -> tuple[Predicate, ...]:
-    pipeline(state, call.params["pipeline_id"])
+    pipeline(state, call.params["pipeline_id"], call)
     return (Predicate("pipeline_id", "EQUALS", call.params["pipeline_id"]),)
 
 
@@ -258,7 +358,7 @@ for _listing in (
             sort_keys=("created_at", "display_name"),
             filter_keys=("display_name", "created_at", "namespace", "description"),
         ),
-        scope=scoped("namespace"),
+        scope=lambda state, call: namespace_scope(call, shared=True),
         convert=lambda state, rows: [pipeline_json(r) for r in rows],
     ),
     Listing(

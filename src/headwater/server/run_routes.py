@@ -17,16 +17,19 @@ from headwater.server.kfp.requests import Submission, body_object, submission
 from headwater.server.kfp.wire import ListSpec
 from headwater.server.operations import NewRun
 from headwater.server.queue import MAX_STARTS
-from headwater.server.resources import version
+from headwater.server.resources import experiment, pipeline, version
 from headwater.server.router import Call, Listing, ServerState, register_list, route, scoped
 
 
-def _version_of(state: ServerState, sub: Submission) -> VersionRecord | None:
-    """The uploaded version a submission names (its pipeline's newest without a version id)."""
+def _version_of(state: ServerState, sub: Submission, call: Call) -> VersionRecord | None:
+    """The uploaded version a submission names (its pipeline's newest without a version id),
+    which the principal must be able to read."""
     if sub.ir is not None:
         return None
     if sub.version_id:
-        return version(state, sub.pipeline_id, sub.version_id)
+        return version(state, sub.pipeline_id, sub.version_id, call)
+    if state.store.get_pipeline(sub.pipeline_id) is not None:
+        pipeline(state, sub.pipeline_id, call)
     found = state.store.latest_version(sub.pipeline_id)
     if found is None:
         if state.store.get_pipeline(sub.pipeline_id) is None:
@@ -61,19 +64,44 @@ def runs_json(state: ServerState, runs: Iterable[RunRecord]) -> list[dict[str, A
 # -- runs -------------------------------------------------------------------------------------
 
 
+def _filed(state: ServerState, call: Call, sub: Submission, what: str) -> str:
+    """The namespace a new run or recurring run goes to (its experiment's, else the one named
+    or the principal's only one), which the principal must be able to change."""
+    if sub.experiment_id:
+        found = experiment(state, sub.experiment_id, call, write=True)
+        if sub.namespace and sub.namespace != found.namespace:
+            raise InvalidArgumentError(
+                f"experiment {found.experiment_id} belongs to namespace {found.namespace!r} "
+                f"instead of {sub.namespace!r}"
+            )
+        return found.namespace
+    namespace = call.who.default_namespace(sub.namespace, what)
+    call.allow(namespace, f"{what.lower()}s of namespace {namespace!r}", write=True)
+    return namespace
+
+
+def allowed_run(state: ServerState, call: Call, *, write: bool = False) -> RunRecord:
+    """The run the path names, allowed to the principal (to change, with `write`)."""
+    run = state.runs.run(call.params["run_id"])
+    call.allow(run.namespace, f"run {run.run_id}", write=write)
+    return run
+
+
 @route("POST", "/runs")
 def create_run(state: ServerState, call: Call) -> Any:
     sub = submission(body_object(call.body))
+    namespace = _filed(state, call, sub, "A run")
     run = state.runs.submit(
         NewRun(
             display_name=sub.display_name,
             ir=sub.ir,
-            version=_version_of(state, sub),
+            version=_version_of(state, sub, call),
             arguments=sub.parameters,
             pipeline_root=sub.pipeline_root,
             experiment_id=sub.experiment_id,
-            namespace=sub.namespace,
+            namespace=namespace,
             description=sub.description,
+            created_by=call.who.created_by,
         )
     )
     return runs_json(state, [run])[0]
@@ -83,7 +111,7 @@ def create_run(state: ServerState, call: Call) -> Any:
 def get_run(state: ServerState, call: Call) -> Any:
     from headwater.api.runs import get_run as run_details
 
-    run = state.runs.run(call.params["run_id"])
+    run = allowed_run(state, call)
     details = run_details(run.run_id, metadata=state.store)
     ir = _Versions(state).ir(run)
     return run_json(run, ir=ir, resumed_up_to=MAX_STARTS, details=details)
@@ -91,27 +119,27 @@ def get_run(state: ServerState, call: Call) -> Any:
 
 @route("POST", "/runs/{run_id}:terminate")
 def terminate_run(state: ServerState, call: Call) -> Any:
-    state.runs.terminate(call.params["run_id"])
+    state.runs.terminate(allowed_run(state, call, write=True).run_id)
 
 
 @route("POST", "/runs/{run_id}:retry")
 def retry_run(state: ServerState, call: Call) -> Any:
-    state.runs.retry(call.params["run_id"])
+    state.runs.retry(allowed_run(state, call, write=True).run_id)
 
 
 @route("POST", "/runs/{run_id}:archive")
 def archive_run(state: ServerState, call: Call) -> Any:
-    state.runs.archive(call.params["run_id"], archived=True)
+    state.runs.archive(allowed_run(state, call, write=True).run_id, archived=True)
 
 
 @route("POST", "/runs/{run_id}:unarchive")
 def unarchive_run(state: ServerState, call: Call) -> Any:
-    state.runs.archive(call.params["run_id"], archived=False)
+    state.runs.archive(allowed_run(state, call, write=True).run_id, archived=False)
 
 
 @route("DELETE", "/runs/{run_id}")
 def delete_run(state: ServerState, call: Call) -> Any:
-    state.runs.delete(call.params["run_id"])
+    state.runs.delete(allowed_run(state, call, write=True).run_id)
 
 
 @route("GET", "/runs/{run_id}/nodes/{node_id}/artifacts/{artifact_name}:read")
@@ -123,7 +151,7 @@ def read_artifact(state: ServerState, call: Call) -> Any:
     from headwater.api.runs import get_run as run_details
 
     run_id, node, name = (call.params[k] for k in ("run_id", "node_id", "artifact_name"))
-    details = run_details(state.runs.run(run_id).run_id, metadata=state.store)
+    details = run_details(allowed_run(state, call).run_id, metadata=state.store)
     task = next(
         (t for t in details.tasks if node in (str(t.execution_id), t.name)),
         None,
@@ -144,11 +172,14 @@ def read_artifact(state: ServerState, call: Call) -> Any:
 # -- recurring runs -----------------------------------------------------------------------------
 
 
-def recurring(state: ServerState, recurring_run_id: str) -> RecurringRunRecord:
-    """The recurring run, or NotFoundError."""
+def recurring(state: ServerState, call: Call, *, write: bool = False) -> RecurringRunRecord:
+    """The recurring run the path names, or NotFoundError; allowed to the principal (to
+    change, with `write`), or PermissionDeniedError."""
+    recurring_run_id = call.params["recurring_run_id"]
     found = state.store.get_recurring_run(recurring_run_id)
     if found is None:
         raise NotFoundError(f"no recurring run with id {recurring_run_id!r}")
+    call.allow(found.namespace, f"recurring run {recurring_run_id}", write=write)
     return found
 
 
@@ -180,7 +211,8 @@ def create_recurring_run(state: ServerState, call: Call) -> Any:
     if not isinstance(no_catchup, bool):
         raise InvalidArgumentError(f"no_catchup must be true or false, got {no_catchup!r}")
     sub = submission(doc)
-    found = _version_of(state, sub)
+    namespace = _filed(state, call, sub, "A recurring run")
+    found = _version_of(state, sub, call)
     # Its runs are checked as they will be made, before anything is stored.
     checked = state.runs.check(
         NewRun(
@@ -190,7 +222,7 @@ def create_recurring_run(state: ServerState, call: Call) -> Any:
             arguments=sub.parameters,
             pipeline_root=sub.pipeline_root,
             experiment_id=sub.experiment_id,
-            namespace=sub.namespace,
+            namespace=namespace,
         )
     )
     now = time.time()
@@ -204,6 +236,7 @@ def create_recurring_run(state: ServerState, call: Call) -> Any:
                 digest=ir_digest(raw_ir),
                 ir=raw_ir,
                 created_at=now,
+                created_by=call.who.created_by,
             )
         )
     row = RecurringRunRecord(
@@ -221,6 +254,7 @@ def create_recurring_run(state: ServerState, call: Call) -> Any:
         next_fire_at=trigger.next_after(now),
         created_at=now,
         updated_at=now,
+        created_by=call.who.created_by,
     )
     state.store.create_recurring_run(row)
     state.queue.wake()
@@ -229,22 +263,22 @@ def create_recurring_run(state: ServerState, call: Call) -> Any:
 
 @route("GET", "/recurringruns/{recurring_run_id}")
 def get_recurring_run(state: ServerState, call: Call) -> Any:
-    return recurring_runs_json(state, [recurring(state, call.params["recurring_run_id"])])[0]
+    return recurring_runs_json(state, [recurring(state, call)])[0]
 
 
 @route("POST", "/recurringruns/{recurring_run_id}:enable")
 def enable_recurring_run(state: ServerState, call: Call) -> Any:
-    state.runs.enable_recurring_run(call.params["recurring_run_id"], True)
+    state.runs.enable_recurring_run(recurring(state, call, write=True).recurring_run_id, True)
 
 
 @route("POST", "/recurringruns/{recurring_run_id}:disable")
 def disable_recurring_run(state: ServerState, call: Call) -> Any:
-    state.runs.enable_recurring_run(call.params["recurring_run_id"], False)
+    state.runs.enable_recurring_run(recurring(state, call, write=True).recurring_run_id, False)
 
 
 @route("DELETE", "/recurringruns/{recurring_run_id}")
 def delete_recurring_run(state: ServerState, call: Call) -> Any:
-    state.store.delete_recurring_run(call.params["recurring_run_id"])
+    state.store.delete_recurring_run(recurring(state, call, write=True).recurring_run_id)
 
 
 for _listing in (

@@ -1,13 +1,15 @@
 """The UI's FastAPI app: the JSON API, the pages, the static files, token checks, errors.
 
-With a token, every request must carry it (`headwater.security.TokenAuth`):
-`Authorization: Bearer T` (API clients), or the `headwater_token` cookie that a page visit
-with `?token=T` sets once (HttpOnly, SameSite=Strict) before redirecting to the same URL
-without it. Whatever the token, `headwater.security.BrowserGuard` refuses (403) a `Host`
-that is not a loopback name or one of `allowed_hosts`, and a change sent from another
-site's page; and (415) a POST to the API that is not JSON, which is all the pages' scripts
-send (the pages' own forms only GET). Errors are JSON `{"error": "..."}` under `/api/`,
-and a short HTML page elsewhere; never a traceback.
+Every request is identified (`headwater.identify.Identify`, with `ui.identity.Gate`): with a
+token, or with the store's personal tokens and proxy users (`headwater.access`), it must
+carry one: `Authorization: Bearer T` (API clients), or the `headwater_token` cookie that a
+page visit with `?token=T` sets once (HttpOnly, SameSite=Strict) before redirecting to the
+same URL without it; or come from a trusted proxy that names its user. Its principal decides
+what it may read and change (`ui.app_state.principal_of`). Whatever the token,
+`headwater.security.BrowserGuard` refuses (403) a `Host` that is not a loopback name or one of
+`allowed_hosts`, and a change sent from another site's page; and (415) a POST to the API that
+is not JSON, which is all the pages' scripts send (the pages' own forms only GET). Errors are
+JSON `{"error": "..."}` under `/api/`, and a short HTML page elsewhere; never a traceback.
 """
 
 from __future__ import annotations
@@ -16,8 +18,15 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headwater.errors import ConflictError, HeadwaterError, NotFoundError, UserError
-from headwater.security import BrowserGuard, TokenAuth, allowed_host
+from headwater.errors import (
+    ConflictError,
+    HeadwaterError,
+    NotFoundError,
+    PermissionDeniedError,
+    UserError,
+)
+from headwater.identify import Identify
+from headwater.security import BrowserGuard, allowed_host
 from headwater.ui.body_limit import DEFAULT_MAX_BODY_MB, BodyLimit
 
 if TYPE_CHECKING:
@@ -30,7 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["COOKIE", "SECURITY_HEADERS", "STATIC", "create_app", "error_response", "status_of"]
 
 if TYPE_CHECKING:
+    from headwater.ui.audit import AuditLog
     from headwater.ui.control import RunControl
+    from headwater.ui.identity import Gate
 
     #: An API's error body: (HTTP status, message) -> the JSON it answers.
     ErrorBody = Callable[[int, str], dict[str, Any]]
@@ -60,6 +71,11 @@ def create_app(
     uploads: Iterable[str] = (),
     open_paths: Iterable[str] = (),
     max_body_bytes: int = int(DEFAULT_MAX_BODY_MB * 2**20),
+    gate: Gate | None = None,
+    trusted_proxies: Iterable[str] = (),
+    user_header: str = "kubeflow-userid",
+    user_prefix: str = "",
+    audit: AuditLog | None = None,
 ) -> FastAPI:
     """The dashboard and its API over the metadata store at `metadata_url`.
 
@@ -76,6 +92,12 @@ def create_app(
         uploads: Paths of those that also take a multipart file upload.
         open_paths: Paths answered without the token (a health check).
         max_body_bytes: The largest request body read (`ui.body_limit`); larger is 413.
+        gate: Who may use the app (`ui.identity.Gate`); None: the principals of the store
+            at `metadata_url`, and `token`.
+        trusted_proxies: Addresses whose `user_header` names the user (`--trusted-proxy`).
+        user_header: That header (KFP's `kubeflow-userid`).
+        user_prefix: Taken off its value.
+        audit: Records every request that may change something (`ui.audit.AuditLog`).
 
     Raises:
         MissingDependencyError: The `ui` extra is not installed.
@@ -112,10 +134,25 @@ def create_app(
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes, refuse=_guard_refusal)
-    if token is not None:
-        app.add_middleware(
-            TokenAuth, token=token, refuse=_refuse, cookie=COOKIE, open_paths=tuple(open_paths)
-        )
+    trusted = tuple(trusted_proxies)
+    if gate is None:
+        from headwater.metadata import open_reader
+        from headwater.ui.identity import Gate
+
+        gate = Gate(lambda: open_reader(metadata_url), token, trusted_proxy=bool(trusted))
+    app.state.gate = gate
+    app.add_middleware(
+        Identify,
+        identify=gate.identify,
+        refuse=_guard_refusal,
+        trusted=trusted,
+        user_header=user_header,
+        user_prefix=user_prefix,
+        cookie=COOKIE,
+        open_paths=tuple(open_paths),
+    )
+    if audit is not None:  # outside Identify: refused requests are recorded too
+        app.add_middleware(audit.middleware)
     app.add_middleware(
         BrowserGuard,
         refuse=_guard_refusal,
@@ -158,12 +195,14 @@ def create_app(
 
 
 def status_of(exc: HeadwaterError) -> int:
-    """The HTTP status of one of our errors: 404 not found, 409 a conflict, 400 another user
-    error, 500 ours."""
+    """The HTTP status of one of our errors: 404 not found, 409 a conflict, 403 not allowed,
+    400 another user error, 500 ours."""
     if isinstance(exc, NotFoundError):
         return 404
     if isinstance(exc, ConflictError):
         return 409
+    if isinstance(exc, PermissionDeniedError):
+        return 403
     return 400 if isinstance(exc, UserError) else 500
 
 
@@ -179,17 +218,6 @@ def error_response(request: Request, code: int, message: str) -> Response:
     from headwater.ui.page_routes import render
 
     return HTMLResponse(render("error.html", code=code, message=message), status_code=code)
-
-
-def _refuse(scope: Scope, missing: bool) -> Response:
-    from starlette.requests import Request
-
-    return error_response(
-        Request(scope),
-        401,
-        "this server needs its token: send 'Authorization: Bearer TOKEN', or open a page "
-        "once with ?token=TOKEN",
-    )
 
 
 def _guard_refusal(scope: Scope, status: int, message: str) -> Response:

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from fastapi import Request
 
-__all__ = ["metadata_of"]
+    from headwater.access import Principal
+
+__all__ = ["metadata_of", "principal_of"]
 
 
 def metadata_of(request: Request) -> str | None:
@@ -15,3 +17,12 @@ def metadata_of(request: Request) -> str | None:
     `metadata_url`; None: the default store)."""
     url: str | None = request.app.state.metadata_url
     return url
+
+
+def principal_of(request: Request) -> Principal:
+    """Who sent `request` (`security.Identify` found them); anyone, where no one was asked
+    (a path served to all)."""
+    from headwater.access import ANONYMOUS
+
+    found: Principal = getattr(request.state, "principal", ANONYMOUS)
+    return found

@@ -34,8 +34,12 @@ class RunControl(Protocol):
         arguments: Mapping[str, Any],
         display_name: str = "",
         experiment_id: str = "",
+        namespace: str = "",
+        created_by: str | None = None,
     ) -> str:
-        """Start a run of `ir` (or of the version `version_id`); its id once recorded.
+        """Start a run of `ir` (or of the version `version_id`), in `experiment_id` or else
+        the "Default" experiment of `namespace`, recording `created_by` as its creator; its
+        id once recorded.
 
         Raises:
             UserError: The pipeline or its arguments are invalid (nothing ran).
@@ -80,12 +84,14 @@ class LocalRuns:
         arguments: Mapping[str, Any],
         display_name: str = "",
         experiment_id: str = "",
+        namespace: str = "",
+        created_by: str | None = None,
     ) -> str:
         """Run `ir` on a thread (see `ui.launch.launch`); versions, names and experiments
         need `headwater server`."""
         from headwater.ui.launch import launch
 
-        if ir is None or version_id or display_name or experiment_id:
+        if ir is None or version_id or display_name or experiment_id or namespace:
             raise InvalidArgumentError(
                 "runs of uploaded pipelines, run names and experiments need `headwater "
                 "server`: start one, or run a pipeline file here"

@@ -28,6 +28,7 @@ TABLES = {
     "endpoints",
     "experiments",
     "recurring_runs",
+    "principals",
     "alembic_version",
 }
 

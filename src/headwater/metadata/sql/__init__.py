@@ -5,8 +5,9 @@ transaction of a `connect.Database` (which opens, migrates, and retries locked w
 written in one module per kind of record: `runs` (runs and executions), `queue` (the state
 changes a run queue makes), `artifacts` (artifacts, events, metrics, the cache lookup and
 lineage), `registry` (models), `endpoints`, `experiments`, `pipelines` (named pipelines and
-their versions), `schedules` (recurring runs) and `pages` (a page of any of them). Reads
-shared with the lineage walk are in `queries`, the walk itself in `lineage`.
+their versions), `schedules` (recurring runs), `principals` (tokens and proxy users) and
+`pages` (a page of any of them). Reads shared with the lineage walk are in `queries`, the walk
+itself in `lineage`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from headwater.metadata.sql.endpoints import EndpointRecords
 from headwater.metadata.sql.experiments import ExperimentRecords
 from headwater.metadata.sql.pages import PageRecords
 from headwater.metadata.sql.pipelines import PipelineRecords
+from headwater.metadata.sql.principals import PrincipalRecords
 from headwater.metadata.sql.queue import RunQueueRecords
 from headwater.metadata.sql.registry import ModelRegistry
 from headwater.metadata.sql.runs import RunRecords
@@ -36,6 +38,7 @@ class SqlMetadataStore(
     ExperimentRecords,
     PipelineRecords,
     RecurringRunRecords,
+    PrincipalRecords,
     PageRecords,
 ):
     """A `MetadataStore` in a SQL database (SQLite or PostgreSQL).

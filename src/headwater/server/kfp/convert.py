@@ -73,6 +73,7 @@ def experiment_json(row: ExperimentRecord) -> dict[str, Any]:
         "namespace": row.namespace,
         "storage_state": row.storage_state,
         "created_at": rfc3339(row.created_at),
+        "created_by": row.created_by or "",
     }
 
 
@@ -85,6 +86,7 @@ def pipeline_json(row: PipelineRecord) -> dict[str, Any]:
         "description": row.description,
         "namespace": row.namespace,
         "created_at": rfc3339(row.created_at),
+        "created_by": row.created_by or "",
     }
 
 
@@ -98,6 +100,7 @@ def version_json(row: VersionRecord) -> dict[str, Any]:
         "description": row.description,
         "created_at": rfc3339(row.created_at),
         "pipeline_spec": spec_of(row.ir),
+        "created_by": row.created_by or "",
     }
 
 
@@ -143,6 +146,7 @@ def run_json(
         "finished_at": rfc3339(run.finished_at),
         "state": kfp_state(run, resumed_up_to=resumed_up_to),
         "state_history": [],
+        "created_by": run.created_by or "",
     }
     _pipeline_of(doc, run.pipeline_id, run.pipeline_version_id, ir)
     if run.recurring_run_id:
@@ -177,6 +181,7 @@ def recurring_json(row: RecurringRunRecord, version: VersionRecord | None) -> di
         "no_catchup": row.no_catchup,
         "namespace": row.namespace,
         "experiment_id": row.experiment_id or "",
+        "created_by": row.created_by or "",
     }
     _pipeline_of(
         doc,

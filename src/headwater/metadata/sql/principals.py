@@ -1,0 +1,74 @@
+"""`SqlMetadataStore`'s principals: personal tokens (hashes only) and proxy users."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Row, delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from headwater.errors import ConflictError, HeadwaterSystemError, NotFoundError
+from headwater.metadata.base import PrincipalRecord
+from headwater.metadata.schema import PRINCIPALS
+from headwater.metadata.sql.base import SqlStoreBase
+
+__all__ = ["PrincipalRecords"]
+
+
+def _record(row: Row[Any]) -> PrincipalRecord:
+    values = dict(row._mapping)
+    values["namespaces"] = tuple(values["namespaces"] or ())
+    return PrincipalRecord(**values)
+
+
+class PrincipalRecords(SqlStoreBase):
+    """Tokens and proxy users (see `MetadataStore`)."""
+
+    def add_principal(self, principal: PrincipalRecord) -> None:
+        """Raises ConflictError if a principal of its kind has its name."""
+        values = {**vars(principal), "namespaces": list(principal.namespaces)}
+        try:
+            self._db.transaction(
+                lambda conn: conn.execute(insert(PRINCIPALS).values(**values)), write=True
+            )
+        except (IntegrityError, HeadwaterSystemError) as exc:
+            raise ConflictError(
+                f"a {principal.kind} named {principal.name!r} exists already"
+            ) from exc
+
+    def principal_by_token(self, token_hash: str) -> PrincipalRecord | None:
+        """The token with this hash (one indexed read: every authenticated request makes it)."""
+        return self._principal(
+            (PRINCIPALS.c.token_hash == token_hash) & (PRINCIPALS.c.kind == "token")
+        )
+
+    def get_principal(self, kind: str, name: str) -> PrincipalRecord | None:
+        """The token or user of that name."""
+        return self._principal((PRINCIPALS.c.kind == kind) & (PRINCIPALS.c.name == name))
+
+    def list_principals(self, kind: str | None = None) -> list[PrincipalRecord]:
+        """Tokens and users, by kind and name."""
+        query = select(PRINCIPALS).order_by(PRINCIPALS.c.kind, PRINCIPALS.c.name)
+        if kind is not None:
+            query = query.where(PRINCIPALS.c.kind == kind)
+        return self._db.transaction(lambda conn: [_record(r) for r in conn.execute(query)])
+
+    def remove_principal(self, kind: str, name: str) -> None:
+        """Raises NotFoundError if there is no such principal."""
+
+        def write(conn: Connection) -> int:
+            cond = (PRINCIPALS.c.kind == kind) & (PRINCIPALS.c.name == name)
+            return conn.execute(delete(PRINCIPALS).where(cond)).rowcount
+
+        if not self._db.transaction(write, write=True):
+            raise NotFoundError(f"no {kind} named {name!r}")
+
+    def has_principals(self) -> bool:
+        """True if any token or user is recorded."""
+        query = select(PRINCIPALS.c.name).limit(1)
+        return self._db.transaction(lambda conn: conn.execute(query).first()) is not None
+
+    def _principal(self, cond: Any) -> PrincipalRecord | None:
+        query = select(PRINCIPALS).where(cond)
+        row = self._db.transaction(lambda conn: conn.execute(query).first())
+        return None if row is None else _record(row)
