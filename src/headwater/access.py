@@ -155,8 +155,8 @@ class Principal:
         """
         if not self.may_change():
             raise PermissionDeniedError(
-                f"{self.describe()} is a viewer and may not change {what}: an admin gives "
-                f"editor with 'headwater server {self.kind}s add {self.name} --role editor ...'"
+                f"{self.describe()} is a viewer and may not change {what}: ask an admin for "
+                "the editor role"
             )
 
     def check_admin(self, what: str) -> None:

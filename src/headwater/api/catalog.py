@@ -57,12 +57,28 @@ def _page(
     return Page(where=where, sort=sort, offset=offset, limit=limit)
 
 
+def _in(namespace: str | None, namespaces: list[str] | None) -> tuple[Predicate, ...]:
+    """Predicates keeping records to `namespace`, and to `namespaces` (each when given)."""
+    where: tuple[Predicate, ...] = ()
+    if namespace is not None:
+        where = (Predicate("namespace", "EQUALS", namespace),)
+    if namespaces is not None:
+        where += (Predicate("namespace", "IN", list(namespaces)),)
+    return where
+
+
 def list_experiments(
-    *, namespace: str | None = None, limit: int = 50, offset: int = 0, metadata: MetadataArg = None
+    *,
+    namespace: str | None = None,
+    namespaces: list[str] | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    metadata: MetadataArg = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Experiments, newest first, each with `runs` (how many), `last_state` and
-    `last_created_at` (of its newest run); and how many there are in all."""
-    where = () if namespace is None else (Predicate("namespace", "EQUALS", namespace),)
+    `last_created_at` (of its newest run); and how many there are in all. Only those in
+    `namespace`, and in `namespaces`, when given."""
+    where = _in(namespace, namespaces)
     with reading(metadata) as store:
         if store is None:
             return [], 0
@@ -99,11 +115,17 @@ def archive_experiment(
 
 
 def list_pipelines(
-    *, namespace: str | None = None, limit: int = 50, offset: int = 0, metadata: MetadataArg = None
+    *,
+    namespace: str | None = None,
+    namespaces: list[str] | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    metadata: MetadataArg = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Named pipelines, newest first, each with `versions` (how many) and `latest` (its
-    newest version); and how many there are in all."""
-    where = () if namespace is None else (Predicate("namespace", "EQUALS", namespace),)
+    newest version); and how many there are in all. Only those in `namespace`, and in
+    `namespaces` ("" for the shared ones), when given."""
+    where = _in(namespace, namespaces)
     with reading(metadata) as store:
         if store is None:
             return [], 0
@@ -145,12 +167,16 @@ def get_version(pipeline_version_id: str, *, metadata: MetadataArg = None) -> Ve
 def list_recurring_runs(
     *,
     experiment_id: str | None = None,
+    namespaces: list[str] | None = None,
     limit: int = 50,
     offset: int = 0,
     metadata: MetadataArg = None,
 ) -> tuple[list[RecurringRunRecord], int]:
-    """Recurring runs, newest first; and how many there are in all."""
-    where = () if experiment_id is None else (Predicate("experiment_id", "EQUALS", experiment_id),)
+    """Recurring runs, newest first; and how many there are in all. Only those of
+    `experiment_id`, and in `namespaces`, when given."""
+    where = _in(None, namespaces)
+    if experiment_id is not None:
+        where += (Predicate("experiment_id", "EQUALS", experiment_id),)
     with reading(metadata) as store:
         if store is None:
             return [], 0

@@ -68,6 +68,8 @@ class RunInfo:
     pipeline_id: str | None = None
     #: When a worker first took it from the queue (None: never queued, or still queued).
     scheduled_at: float | None = None
+    #: Who submitted it to a team server (a token's or user's name; None: no one identified).
+    created_by: str | None = None
 
     @classmethod
     def of(cls, run: RunRecord) -> RunInfo:
@@ -94,6 +96,7 @@ class RunInfo:
             pipeline_version_id=run.pipeline_version_id,
             pipeline_id=run.pipeline_id,
             scheduled_at=run.scheduled_at,
+            created_by=run.created_by,
         )
 
     @property
@@ -128,6 +131,7 @@ class RunInfo:
             "pipeline_version_id": self.pipeline_version_id,
             "pipeline_id": self.pipeline_id,
             "scheduled_at": iso_time(self.scheduled_at),
+            "created_by": self.created_by,
         }
 
 
@@ -259,6 +263,7 @@ def list_runs(
     text: str | None = None,
     experiment_id: str | None = None,
     recurring_run_id: str | None = None,
+    namespaces: list[str] | None = None,
     metadata: MetadataArg = None,
 ) -> list[RunInfo]:
     """Runs, newest first, with their metrics. Reads only.
@@ -274,6 +279,7 @@ def list_runs(
             RUNNING.
         experiment_id: Only runs of this experiment.
         recurring_run_id: Only runs this recurring run made.
+        namespaces: Only runs in these namespaces (what a server's principal may list).
         metadata: A `MetadataStore`, a SQLAlchemy URL, or None for the default store.
 
     Returns:
@@ -292,6 +298,7 @@ def list_runs(
         "experiment_id": experiment_id,
         "recurring_run_id": recurring_run_id,
         "text": text,
+        "namespaces": namespaces,
     }
     with reading(metadata) as store:
         if store is None:

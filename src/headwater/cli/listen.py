@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.errors import InvalidArgumentError
-from headwater.security import ALLOW_HOST_HELP, TOKEN_ENV, check_bind, hosts_for_bind, read_token
+from headwater.security import (
+    ALLOW_HOST_HELP,
+    ANY_HOST,
+    TOKEN_ENV,
+    check_bind,
+    hosts_for_bind,
+    is_loopback,
+    read_token,
+)
 from headwater.ui.body_limit import DEFAULT_MAX_BODY_MB
 
 __all__ = [
@@ -93,24 +101,32 @@ def megabytes(value: float, option: str) -> int:
     return int(value * 2**20)
 
 
-def listen_options(args: argparse.Namespace, *, exposes: str | None = None) -> Listen:
+def listen_options(
+    args: argparse.Namespace, *, exposes: str | None = None, guarded: bool = False
+) -> Listen:
     """The options `add_listen_options` added, checked.
 
     Args:
         args: The parsed command line.
         exposes: What listening beyond loopback without a token would expose (for the
             refusal's message).
+        guarded: Every request will need a principal (a multi-user `headwater server`):
+            listening beyond loopback needs no token.
 
     Raises:
         InvalidArgumentError: A port out of range, a bad host name, or a non-loopback host
             without a token.
     """
     token = read_token(args.token)
-    if exposes is None:
+    if guarded:
+        pass
+    elif exposes is None:
         check_bind(args.host, token)
     else:
         check_bind(args.host, token, exposes=exposes)
     hosts = tuple(hosts_for_bind(args.host, args.allow_host))
+    if guarded and not token and not args.allow_host and not is_loopback(args.host):
+        hosts = (ANY_HOST,)  # as with a token: a page of another site cannot present one
     if not 0 <= args.port <= 65535:
         raise InvalidArgumentError(f"--port must be from 0 to 65535, got {args.port}")
     return Listen(args.host, args.port, token, hosts)

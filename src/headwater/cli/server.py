@@ -1,8 +1,9 @@
 """`headwater server`: KFP's REST API, the web UI and a run queue on one port.
 
 Binds 127.0.0.1 unless told otherwise; a non-loopback --host needs --token (or
-$HEADWATER_TOKEN), which `kfp.Client(existing_token=...)` sends as a bearer token. Bad input
-is one line on stderr and exit code 2.
+$HEADWATER_TOKEN), which `kfp.Client(existing_token=...)` sends as a bearer token, or personal
+tokens or a trusted proxy (`headwater server tokens|users`, `cli.principals`): the server is
+then multi-user. Bad input is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -72,15 +73,67 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         help="do not install the packages_to_install of components (installed by default)",
     )
     server.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="an address or network (10.0.0.5, 10.0.0.0/24) of an auth proxy whose "
+        "--user-header names the user; from any other address the header is ignored "
+        "(repeatable; makes the server multi-user)",
+    )
+    server.add_argument(
+        "--user-header",
+        default="kubeflow-userid",
+        metavar="NAME",
+        help="the header a trusted proxy names the user in (default kubeflow-userid, as KFP)",
+    )
+    server.add_argument(
+        "--user-prefix",
+        default="",
+        metavar="TEXT",
+        help="taken off the header's value (e.g. accounts.google.com:)",
+    )
+    server.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help="where every request that may change something is recorded, as JSON lines "
+        "(default $HEADWATER_HOME/server-logs/audit.jsonl; read it with 'headwater server audit')",
+    )
+    server.add_argument(
+        "--audit-max-mb",
+        type=float,
+        default=10.0,
+        metavar="MB",
+        help="rotate the audit log past this size (default 10), keeping --audit-backups files",
+    )
+    server.add_argument(
+        "--audit-backups", type=int, default=5, metavar="N", help="old audit logs kept (default 5)"
+    )
+    server.add_argument(
         "--metadata-url", dest="server_metadata_url", metavar="URL", help=argparse.SUPPRESS
     )
+    from headwater.cli.principals import add_parsers as add_principal_parsers
+
+    add_principal_parsers(server, parser_class)
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    """`headwater server`: serve until interrupted."""
+    """`headwater server`: serve until interrupted (or `tokens`, `users`, `audit`)."""
     from headwater import config
 
-    listen = listen_options(args, exposes="run pipelines on this machine")
+    if getattr(args, "server_command", None):
+        from headwater.cli.principals import cmd_principals
+
+        return cmd_principals(args)
+    url = args.server_metadata_url or args.metadata_url or config.metadata_url()
+    from headwater.identify import trusted_networks
+
+    trusted_networks(args.trusted_proxy)  # one line for a value that is not an address
+    if not args.user_header.strip() or not all(33 <= ord(c) < 127 for c in args.user_header):
+        raise InvalidArgumentError(f"--user-header must be a header name, got {args.user_header!r}")
+    listen = listen_options(
+        args, exposes="run pipelines on this machine", guarded=_multi_user(args, url)
+    )
     body_limit = max_body_bytes(args)
     if args.max_concurrent_runs < 1:
         raise InvalidArgumentError(
@@ -105,7 +158,6 @@ def cmd_server(args: argparse.Namespace) -> int:
 
         config.container_args()
         find_runtime()  # a runtime named by HEADWATER_CONTAINER_RUNTIME must be there
-    url = args.server_metadata_url or args.metadata_url or config.metadata_url()
     if url == config.metadata_url():
         config.home().mkdir(parents=True, exist_ok=True)
     scheduler = args.scheduler or (config.dask_scheduler() if args.executor == "dask" else None)
@@ -121,6 +173,22 @@ def cmd_server(args: argparse.Namespace) -> int:
         sock.close()
         if cluster is not None:
             _close_cluster(cluster)
+
+
+def _multi_user(args: argparse.Namespace, url: str) -> bool:
+    """True if the server will need a principal on every request (personal tokens or users in
+    its store, or a trusted proxy): it may then listen beyond loopback without --token."""
+    if args.trusted_proxy:
+        return True
+    from headwater.metadata import open_reader
+
+    store = open_reader(url)
+    if store is None:
+        return False
+    try:
+        return store.has_principals()
+    finally:
+        store.close()
 
 
 def _warm_cluster() -> Any:
@@ -172,8 +240,28 @@ def _serve(
         log_dir=str(config.home() / "server-logs"),
         lease_s=args.lease_seconds,
     )
+    from headwater.cli.listen import megabytes
+    from headwater.cli.principals import audit_path
+    from headwater.ui.audit import AuditLog
+
+    if not 1 <= args.audit_backups <= 1000:
+        raise InvalidArgumentError(
+            f"--audit-backups must be from 1 to 1000, got {args.audit_backups}"
+        )
+    audit = AuditLog(
+        audit_path(args.audit_log),
+        max_bytes=megabytes(args.audit_max_mb, "--audit-max-mb"),
+        backups=args.audit_backups,
+    )
     app, queue = create_app(
-        settings, listen.token, allowed_hosts=listen.hosts, max_body_bytes=body_limit
+        settings,
+        listen.token,
+        allowed_hosts=listen.hosts,
+        max_body_bytes=body_limit,
+        trusted_proxies=args.trusted_proxy,
+        user_header=args.user_header,
+        user_prefix=args.user_prefix,
+        audit=audit,
     )
     queue.start()
     try:

@@ -179,8 +179,10 @@ class MetadataStore(CatalogStore):
         text: str | None = None,
         experiment_id: str | None = None,
         recurring_run_id: str | None = None,
+        namespaces: list[str] | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first, with their metrics; `offset` skips that many (paging).
+        """Runs, newest first, with their metrics; `offset` skips that many (paging); only
+        those in `namespaces` when given.
 
         `text`, when given, keeps the runs whose id starts with it or whose pipeline name,
         run name or stored state contains it, ignoring case (LIKE wildcards taken literally).

@@ -148,5 +148,13 @@ class CatalogStore(abc.ABC):
         """Delete a token (revoking it) or a user. Raises NotFoundError."""
 
     @abc.abstractmethod
+    def artifact_namespaces(self, artifact_id: int) -> set[str]:
+        """The namespaces of the runs that made or read the artifact (who may read it)."""
+
+    @abc.abstractmethod
+    def namespaces(self) -> list[str]:
+        """Every namespace named (by an experiment, a pipeline or a principal), sorted."""
+
+    @abc.abstractmethod
     def has_principals(self) -> bool:
         """True if any token or user is recorded (the server is then multi-user)."""

@@ -154,6 +154,9 @@ async def handle(request: Request) -> Response:
             who=getattr(request.state, "principal", ANONYMOUS),
             noted=noted if noted is not None else {},
         )
+        ids = [v for k, v in call.params.items() if k.endswith("_id")]
+        if ids:
+            call.noted.setdefault("resource", ids[-1])
         if method != "GET":
             call.who.check_role(f"{method} {PREFIX}{path}")
         answer = await run_in_threadpool(fn, state, call)

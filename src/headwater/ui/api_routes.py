@@ -12,11 +12,31 @@ from fastapi.responses import FileResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
 from headwater.ui import data
-from headwater.ui.app_state import metadata_of
+from headwater.ui.access import allow_start, list_namespaces, readable_runs
+from headwater.ui.app_state import metadata_of, principal_of
 from headwater.ui.control import RunControl
 from headwater.ui.groups import ITERATIONS_SHOWN
 
 router = APIRouter(tags=["api"])
+
+
+@router.get("/whoami", summary="Who you are: your principal, role and namespaces")
+def whoami(request: Request) -> dict[str, Any]:
+    """`{"name", "kind", "role", "namespaces", "admin", "multi_user"}`; `multi_user` is false
+    on a server without tokens or a trusted proxy (anyone on loopback, or its one token)."""
+    who = principal_of(request)
+    namespaces = sorted(who.namespaces)
+    if who.is_admin and who.multi_user:
+        store = request.app.state.gate.store()
+        namespaces = [] if store is None else store.namespaces()
+    return {
+        "name": who.name,
+        "kind": who.kind,
+        "role": who.role,
+        "namespaces": namespaces,
+        "admin": who.is_admin,
+        "multi_user": who.multi_user,
+    }
 
 
 @router.get("/runs", summary="A page of runs, newest first")
@@ -32,6 +52,7 @@ def list_runs(
     ),
     experiment: str | None = Query(None, description="only runs of this experiment (its id)"),
     recurring_run: str | None = Query(None, description="only runs this recurring run made"),
+    namespace: str = Query("", description="only this namespace (default: every one you hold)"),
 ) -> dict[str, Any]:
     """Runs with run_id, pipeline, state, times, duration_s, metrics, `executor` (the
     executors its tasks ran on), `cached` (every task a cache hit) and `tasks`; `next_offset`
@@ -41,6 +62,7 @@ def list_runs(
     return data.runs_page(
         metadata=metadata_of(request), limit=limit, offset=offset, pipeline=pipeline,
         state=state, q=q, experiment_id=experiment, recurring_run_id=recurring_run,
+        namespaces=list_namespaces(request, namespace),
     )  # fmt: skip
 
 
@@ -74,6 +96,9 @@ class RunRequest(PipelineSource):
     pipeline_version_id: str | None = Field(None, description="an uploaded pipeline version")
     display_name: str = Field("", description="the run's name (default: pipeline and time)")
     experiment_id: str = Field("", description="its experiment (default: Default)")
+    namespace: str = Field(
+        "", description="without an experiment, the namespace whose Default it goes to"
+    )
 
 
 @router.post("/pipelines", summary="A pipeline's parameters (uploads are saved)")
@@ -93,6 +118,7 @@ def start_run(request: Request, body: RunRequest) -> dict[str, Any]:
     from headwater.spec.loader import load_pipeline
 
     runs: RunControl = request.app.state.runs
+    namespace = allow_start(request, body.experiment_id, body.namespace, body.pipeline_version_id)
     ir = None
     if not body.pipeline_version_id:
         ir = load_pipeline(body.resolved(), pipeline_name=body.pipeline_name)
@@ -102,6 +128,8 @@ def start_run(request: Request, body: RunRequest) -> dict[str, Any]:
         arguments=body.parameters,
         display_name=body.display_name,
         experiment_id=body.experiment_id,
+        namespace=namespace,
+        created_by=principal_of(request).created_by,
     )
     return {"run_id": run_id, "url": f"/runs/{run_id}"}
 
@@ -268,8 +296,9 @@ def get_lineage(
 ) -> dict[str, Any]:
     """Nodes and edges `hops` task layers upstream and downstream, at most `limit` nodes."""
     return data.lineage_view(
-        ref, metadata=metadata_of(request), hops=hops, limit=limit, direction=direction
-    )
+        ref, metadata=metadata_of(request), hops=hops, limit=limit, direction=direction,
+        readable=readable_runs(request),
+    )  # fmt: skip
 
 
 @router.get("/models", summary="The model registry: versions, stages and metrics")

@@ -127,10 +127,15 @@ def create_app(
     app.state.token = token
     app.state.runs = runs if runs is not None else LocalRuns(metadata_url)
     app.state.api_prefixes = dict(api_prefixes or {})
-    app.include_router(api_routes.router, prefix="/api/v1")
-    app.include_router(catalog_routes.api, prefix="/api/v1")
-    app.include_router(page_routes.router)
-    app.include_router(catalog_routes.pages)
+    from fastapi import Depends
+
+    from headwater.ui.access import guard
+
+    allowed = [Depends(guard)]  # what each route names, allowed to its principal (`ui.access`)
+    app.include_router(api_routes.router, prefix="/api/v1", dependencies=allowed)
+    app.include_router(catalog_routes.api, prefix="/api/v1", dependencies=allowed)
+    app.include_router(page_routes.router, dependencies=allowed)
+    app.include_router(catalog_routes.pages, dependencies=allowed)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes, refuse=_guard_refusal)
@@ -152,7 +157,9 @@ def create_app(
         open_paths=tuple(open_paths),
     )
     if audit is not None:  # outside Identify: refused requests are recorded too
-        app.add_middleware(audit.middleware)
+        from headwater.ui.audit import AuditMiddleware
+
+        app.add_middleware(AuditMiddleware, log=audit)
     app.add_middleware(
         BrowserGuard,
         refuse=_guard_refusal,

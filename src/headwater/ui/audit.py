@@ -25,7 +25,7 @@ from typing import Any
 
 from headwater.errors import InvalidArgumentError
 
-__all__ = ["AuditLog", "AuditMiddleware", "read_audit"]
+__all__ = ["AuditLog", "AuditMiddleware", "audit_time", "read_audit"]
 
 #: Methods that change nothing: not recorded.
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
@@ -69,7 +69,6 @@ class AuditLog:
         handler.setFormatter(logging.Formatter("%(message)s"))
         self._handler = handler
         self._lock = threading.Lock()
-        self.middleware = _bound(self)
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record (a JSON line)."""
@@ -80,14 +79,6 @@ class AuditLog:
 
     def close(self) -> None:
         self._handler.close()
-
-
-def _bound(log: AuditLog) -> type:
-    class Bound(AuditMiddleware):
-        def __init__(self, app: Any) -> None:
-            super().__init__(app, log=log)
-
-    return Bound
 
 
 class AuditMiddleware:
@@ -124,8 +115,7 @@ def _record(scope: Any, status: int, noted: dict[str, Any]) -> dict[str, Any]:
     )
     client = scope.get("client") or ("", 0)
     return {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-        + f".{int(time.time() * 1000) % 1000:03d}Z",
+        "time": audit_time(),
         "principal": getattr(principal, "name", "") if principal is not None else "",
         "kind": getattr(principal, "kind", "") if principal is not None else "",
         "role": getattr(principal, "role", "") if principal is not None else "",
@@ -137,6 +127,12 @@ def _record(scope: Any, status: int, noted: dict[str, Any]) -> dict[str, Any]:
         "status": status,
         "result": "ok" if status < 400 else "denied" if status in (401, 403) else "failed",
     }
+
+
+def audit_time(now: float | None = None) -> str:
+    """A record's time: ISO 8601 UTC with milliseconds (sorts as text)."""
+    now = time.time() if now is None else now
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
 
 
 def read_audit(path: Path) -> Iterator[dict[str, Any]]:

@@ -35,9 +35,14 @@ def _paged(items: list[Any], total: int, limit: int, offset: int) -> dict[str, A
     }
 
 
-def experiments_view(*, metadata: str | None, limit: int = 50, offset: int = 0) -> dict[str, Any]:
-    """A page of experiments, newest first, each with its run count and newest run's state."""
-    found, total = catalog.list_experiments(limit=limit, offset=offset, metadata=metadata)
+def experiments_view(
+    *, metadata: str | None, limit: int = 50, offset: int = 0, namespaces: list[str] | None = None
+) -> dict[str, Any]:
+    """A page of experiments, newest first, each with its run count and newest run's state
+    (of `namespaces`, when given)."""
+    found, total = catalog.list_experiments(
+        limit=limit, offset=offset, namespaces=namespaces, metadata=metadata
+    )
     return _paged(found, total, limit, offset)
 
 
@@ -59,9 +64,14 @@ def experiment_view(
     }
 
 
-def pipelines_view(*, metadata: str | None, limit: int = 50, offset: int = 0) -> dict[str, Any]:
-    """A page of named pipelines, newest first, with their version counts and newest version."""
-    found, total = catalog.list_pipelines(limit=limit, offset=offset, metadata=metadata)
+def pipelines_view(
+    *, metadata: str | None, limit: int = 50, offset: int = 0, namespaces: list[str] | None = None
+) -> dict[str, Any]:
+    """A page of named pipelines, newest first, with their version counts and newest version
+    (of `namespaces`, "" for the shared ones, when given)."""
+    found, total = catalog.list_pipelines(
+        limit=limit, offset=offset, namespaces=namespaces, metadata=metadata
+    )
     return _paged(found, total, limit, offset)
 
 
@@ -135,10 +145,13 @@ def _recurring_json(row: Any, metadata: str | None) -> dict[str, Any]:
 
 
 def recurring_runs_view(
-    *, metadata: str | None, limit: int = 50, offset: int = 0
+    *, metadata: str | None, limit: int = 50, offset: int = 0, namespaces: list[str] | None = None
 ) -> dict[str, Any]:
-    """A page of recurring runs: trigger, next fire time, state, max concurrency."""
-    found, total = catalog.list_recurring_runs(limit=limit, offset=offset, metadata=metadata)
+    """A page of recurring runs: trigger, next fire time, state, max concurrency (of
+    `namespaces`, when given)."""
+    found, total = catalog.list_recurring_runs(
+        limit=limit, offset=offset, namespaces=namespaces, metadata=metadata
+    )
     return _paged([_recurring_json(r, metadata) for r in found], total, limit, offset)
 
 

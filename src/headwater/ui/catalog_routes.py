@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse
 
 from headwater.api import catalog as api_catalog
 from headwater.ui import catalog
+from headwater.ui.access import list_namespaces
 from headwater.ui.app_state import metadata_of
 from headwater.ui.page_routes import render
 
@@ -19,6 +20,7 @@ api = APIRouter(tags=["api"])
 
 _LIMIT = Query(50, ge=1, le=500)
 _OFFSET = Query(0, ge=0)
+_NAMESPACE = Query("", description="only this namespace (default: every one you hold)")
 
 
 def _queued(request: Request) -> bool:
@@ -29,8 +31,15 @@ def _queued(request: Request) -> bool:
 
 
 @pages.get("/experiments", response_class=HTMLResponse)
-def experiments_page(request: Request, limit: int = _LIMIT, offset: int = _OFFSET) -> str:
-    view = catalog.experiments_view(metadata=metadata_of(request), limit=limit, offset=offset)
+def experiments_page(
+    request: Request, limit: int = _LIMIT, offset: int = _OFFSET, namespace: str = _NAMESPACE
+) -> str:
+    view = catalog.experiments_view(
+        metadata=metadata_of(request),
+        limit=limit,
+        offset=offset,
+        namespaces=list_namespaces(request, namespace),
+    )
     return render("experiments.html", view=view, title="Experiments")
 
 
@@ -50,8 +59,15 @@ def experiment_page(
 
 
 @pages.get("/pipelines", response_class=HTMLResponse)
-def pipelines_page(request: Request, limit: int = _LIMIT, offset: int = _OFFSET) -> str:
-    view = catalog.pipelines_view(metadata=metadata_of(request), limit=limit, offset=offset)
+def pipelines_page(
+    request: Request, limit: int = _LIMIT, offset: int = _OFFSET, namespace: str = _NAMESPACE
+) -> str:
+    view = catalog.pipelines_view(
+        metadata=metadata_of(request),
+        limit=limit,
+        offset=offset,
+        namespaces=list_namespaces(request, namespace, shared=True),
+    )
     return render("pipelines.html", view=view, title="Pipelines")
 
 
@@ -72,8 +88,15 @@ def version_page(request: Request, pipeline_id: str, version_id: str) -> str:
 
 
 @pages.get("/recurring-runs", response_class=HTMLResponse)
-def recurring_runs_page(request: Request, limit: int = _LIMIT, offset: int = _OFFSET) -> str:
-    view = catalog.recurring_runs_view(metadata=metadata_of(request), limit=limit, offset=offset)
+def recurring_runs_page(
+    request: Request, limit: int = _LIMIT, offset: int = _OFFSET, namespace: str = _NAMESPACE
+) -> str:
+    view = catalog.recurring_runs_view(
+        metadata=metadata_of(request),
+        limit=limit,
+        offset=offset,
+        namespaces=list_namespaces(request, namespace),
+    )
     return render("recurring_runs.html", view=view, queued=_queued(request), title="Recurring runs")
 
 
@@ -96,10 +119,17 @@ def recurring_run_page(
 
 
 @api.get("/experiments", summary="Experiments, newest first")
-def list_experiments(request: Request, limit: int = _LIMIT, offset: int = _OFFSET) -> Any:
+def list_experiments(
+    request: Request, limit: int = _LIMIT, offset: int = _OFFSET, namespace: str = _NAMESPACE
+) -> Any:
     """`{"items", "total", "limit", "offset", "next_offset"}`; each experiment with `runs`
     (how many), `last_state` and `last_created_at` (of its newest run)."""
-    return catalog.experiments_view(metadata=metadata_of(request), limit=limit, offset=offset)
+    return catalog.experiments_view(
+        metadata=metadata_of(request),
+        limit=limit,
+        offset=offset,
+        namespaces=list_namespaces(request, namespace),
+    )
 
 
 @api.get("/experiments/{experiment_id}", summary="An experiment with a page of its runs")
@@ -127,9 +157,16 @@ def unarchive_experiment(request: Request, experiment_id: str) -> Any:
 
 
 @api.get("/pipelines", summary="Uploaded pipelines, newest first")
-def list_pipelines(request: Request, limit: int = _LIMIT, offset: int = _OFFSET) -> Any:
+def list_pipelines(
+    request: Request, limit: int = _LIMIT, offset: int = _OFFSET, namespace: str = _NAMESPACE
+) -> Any:
     """`{"items", "total", ...}`; each pipeline with `versions` (how many) and `latest`."""
-    return catalog.pipelines_view(metadata=metadata_of(request), limit=limit, offset=offset)
+    return catalog.pipelines_view(
+        metadata=metadata_of(request),
+        limit=limit,
+        offset=offset,
+        namespaces=list_namespaces(request, namespace, shared=True),
+    )
 
 
 @api.get("/pipelines/{pipeline_id}", summary="A pipeline and its versions")
@@ -147,10 +184,17 @@ def get_version(request: Request, pipeline_id: str, version_id: str) -> Any:
 
 
 @api.get("/recurring-runs", summary="Recurring runs, newest first")
-def list_recurring_runs(request: Request, limit: int = _LIMIT, offset: int = _OFFSET) -> Any:
+def list_recurring_runs(
+    request: Request, limit: int = _LIMIT, offset: int = _OFFSET, namespace: str = _NAMESPACE
+) -> Any:
     """`{"items", "total", ...}`: trigger (and `trigger_text`), `next_fire_at`, `status`,
     `max_concurrency`."""
-    return catalog.recurring_runs_view(metadata=metadata_of(request), limit=limit, offset=offset)
+    return catalog.recurring_runs_view(
+        metadata=metadata_of(request),
+        limit=limit,
+        offset=offset,
+        namespaces=list_namespaces(request, namespace),
+    )
 
 
 @api.get("/recurring-runs/{recurring_run_id}", summary="A recurring run and its runs")

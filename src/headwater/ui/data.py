@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,11 @@ def runs_page(
     q: str | None = None,
     experiment_id: str | None = None,
     recurring_run_id: str | None = None,
+    namespaces: list[str] | None = None,
 ) -> dict[str, Any]:
     """A page of runs, newest first: `{"runs", "limit", "offset", "next_offset", "pipelines",
-    "metrics", "columns"}`, of one experiment or recurring run when given.
+    "metrics", "columns"}`, of one experiment or recurring run when given, of `namespaces`
+    when given.
 
     Each run has `duration_s`, `cached` (every task a cache hit), `executor` and `tasks` (see
     `headwater.ui.tables.task_summary`). `metrics` is every metric the page's runs logged,
@@ -73,6 +76,7 @@ def runs_page(
                 text=q,
                 experiment_id=experiment_id or None,
                 recurring_run_id=recurring_run_id or None,
+                namespaces=namespaces,
                 metadata=store,
             )
             counts = store.task_counts([r.run_id for r in found[:limit]])
@@ -263,17 +267,45 @@ def _sibling_traces(art: ArtifactInfo, metadata: str | None) -> list[dict[str, A
 
 
 def lineage_view(
-    ref: str, *, metadata: str | None, hops: int = 3, limit: int = 200, direction: str = "both"
+    ref: str,
+    *,
+    metadata: str | None,
+    hops: int = 3,
+    limit: int = 200,
+    direction: str = "both",
+    readable: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
-    """The lineage graph `hops` task layers each way, cut to `limit` nodes (nearest first)."""
+    """The lineage graph `hops` task layers each way, cut to `limit` nodes (nearest first);
+    with `readable` (a test of run ids), without the runs it refuses, their tasks, and the
+    artifacts only those touched."""
     if not 1 <= limit <= 5000:
         raise InvalidArgumentError(f"limit must be from 1 to 5000, got {limit}")
     graph = lineage(ref, direction=direction, depth=hops, metadata=metadata).to_json()
-    nodes = graph["nodes"]
+    nodes = graph["nodes"] if readable is None else _readable_nodes(graph, readable)
     kept = nodes[:limit]
     ids = {n["id"] for n in kept}
     edges = [e for e in graph["edges"] if e["from"] in ids and e["to"] in ids]
     return {"nodes": kept, "edges": edges, "truncated": len(nodes) > limit}
+
+
+def _readable_nodes(graph: dict[str, Any], readable: Callable[[str], bool]) -> list[Any]:
+    """The lineage nodes a reader may see: runs it may read, their tasks, and the artifacts
+    those tasks touched (the graph's first node, the one asked for, stays)."""
+    hidden = {
+        n["id"]
+        for n in graph["nodes"]
+        if (n.get("kind") == "run" and not readable(n["id"][2:]))
+        or (n.get("kind") == "execution" and not readable(str(n.get("run_id", ""))))
+    }
+    seen = {e["from"] for e in graph["edges"] if e["to"] not in hidden and e["from"] not in hidden}
+    seen |= {e["to"] for e in graph["edges"] if e["to"] not in hidden and e["from"] not in hidden}
+    first = graph["nodes"][0]["id"] if graph["nodes"] else None
+    return [
+        n
+        for n in graph["nodes"]
+        if n["id"] not in hidden
+        and (n.get("kind") != "artifact" or n["id"] in seen or n["id"] == first)
+    ]
 
 
 def compare_view(run_ids: list[str], *, metadata: str | None) -> dict[str, Any]:

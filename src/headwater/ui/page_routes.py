@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse
 
 from headwater.metadata.base import RUN_STATES
 from headwater.ui import data
+from headwater.ui.access import list_namespaces
 from headwater.ui.app_state import metadata_of
 from headwater.ui.groups import ITERATIONS_SHOWN
 from headwater.ui.tables import format_number
@@ -68,10 +69,12 @@ def runs_page(
     state: str = "",
     q: str = "",
     experiment: str = "",
+    namespace: str = "",
 ) -> str:
-    """The runs table, filtered. An unknown `experiment` is a 404, as an unknown run's or
-    experiment's page is (the API's list answers no runs instead): the page is headed by the
-    experiment it lists, and a link to one deleted since should say so, not show nothing."""
+    """The runs table, filtered (to `namespace`, else those the principal holds). An unknown
+    `experiment` is a 404, as an unknown run's or experiment's page is (the API's list answers
+    no runs instead): the page is headed by the experiment it lists, and a link to one deleted
+    since should say so, not show nothing."""
     from headwater.api.catalog import get_experiment, list_experiments
     from headwater.errors import NotFoundError
 
@@ -83,12 +86,15 @@ def runs_page(
             f"no experiment with id {experiment!r}: pick one under Experiments, or list every "
             "run under Runs"
         ) from exc
+    held = list_namespaces(request, namespace)
     page = data.runs_page(
         metadata=store, limit=limit, offset=offset, pipeline=pipeline, state=state, q=q,
-        experiment_id=experiment,
+        experiment_id=experiment, namespaces=held,
     )  # fmt: skip
     base = {"limit": limit, "pipeline": pipeline, "state": state, "q": q, "experiment": experiment}
-    experiments, _ = list_experiments(limit=500, metadata=store)
+    if namespace:
+        base["namespace"] = namespace
+    experiments, _ = list_experiments(limit=500, namespaces=held, metadata=store)
     return render(
         "runs.html", page=page, states=STATES, filters=base, optional=RUN_COLUMNS, title="Runs",
         experiments=experiments, queued=request.app.state.runs.queued,
@@ -120,8 +126,10 @@ def new_run_page(
             form = pipeline_form(path, pipeline_name=pipeline_name or None)
     except UserError as exc:
         error = str(exc)
-    pipelines = list_pipelines(limit=500, metadata=store)[0] if queued else []
-    experiments = list_experiments(limit=500, metadata=store)[0] if queued else []
+    held = list_namespaces(request)
+    shared = None if held is None else ["", *held]
+    pipelines = list_pipelines(limit=500, namespaces=shared, metadata=store)[0] if queued else []
+    experiments = list_experiments(limit=500, namespaces=held, metadata=store)[0] if queued else []
     return render(
         "new_run.html", path=path, pipeline_name=pipeline_name, form=form, error=error,
         version=chosen, pipelines=pipelines, experiments=experiments, experiment=experiment,

@@ -9,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from headwater.errors import ConflictError, HeadwaterSystemError, NotFoundError
 from headwater.metadata.base import PrincipalRecord
-from headwater.metadata.schema import PRINCIPALS
+from headwater.metadata.schema import EVENTS, EXECUTIONS, EXPERIMENTS, PIPELINES, PRINCIPALS, RUNS
 from headwater.metadata.sql.base import SqlStoreBase
 
 __all__ = ["PrincipalRecords"]
@@ -62,6 +62,30 @@ class PrincipalRecords(SqlStoreBase):
 
         if not self._db.transaction(write, write=True):
             raise NotFoundError(f"no {kind} named {name!r}")
+
+    def artifact_namespaces(self, artifact_id: int) -> set[str]:
+        """The namespaces of the runs whose tasks made or read the artifact."""
+        query = (
+            select(RUNS.c.namespace)
+            .distinct()
+            .select_from(EVENTS)
+            .join(EXECUTIONS, EXECUTIONS.c.id == EVENTS.c.execution_id)
+            .join(RUNS, RUNS.c.run_id == EXECUTIONS.c.run_id)
+            .where(EVENTS.c.artifact_id == artifact_id)
+        )
+        return self._db.transaction(lambda conn: {r[0] for r in conn.execute(query)})
+
+    def namespaces(self) -> list[str]:
+        """Every namespace an experiment, a pipeline or a principal names, sorted."""
+
+        def read(conn: Connection) -> list[str]:
+            found = {r[0] for r in conn.execute(select(EXPERIMENTS.c.namespace).distinct())}
+            found |= {r[0] for r in conn.execute(select(PIPELINES.c.namespace).distinct())}
+            for r in conn.execute(select(PRINCIPALS.c.namespaces)):
+                found.update(r[0] or ())
+            return sorted(ns for ns in found if ns)
+
+        return self._db.transaction(read)
 
     def has_principals(self) -> bool:
         """True if any token or user is recorded."""

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     bindparam,
     case,
@@ -231,12 +232,15 @@ class RunRecords(SqlStoreBase):
         text: str | None = None,
         experiment_id: str | None = None,
         recurring_run_id: str | None = None,
+        namespaces: list[str] | None = None,
     ) -> list[RunRecord]:
         """Runs, newest first, with their metrics; filtered by pipeline name, state,
         experiment, recurring run and `text` (an id prefix, or part of the pipeline name, the
         run's name, its experiment's name or its state, any case), the first `offset`
-        skipped."""
-        where = []
+        skipped; only those in `namespaces` when given."""
+        where: list[ColumnElement[bool]] = []
+        if namespaces is not None:
+            where.append(RUNS.c.namespace.in_(namespaces))
         if pipeline is not None:
             where.append(PIPELINE_VERSIONS.c.name == pipeline)
         if state is not None:

@@ -408,4 +408,38 @@ function setupRun() {
   refresh().catch((err) => console.error(err));
 }
 
-document.addEventListener("DOMContentLoaded", () => { setupRuns(); setupRunActions(); setupRun(); });
+// Who you are, on a team server (`headwater server` with tokens or a trusted proxy): your name
+// and role in the header, and on the lists (runs, experiments, pipelines, recurring runs) the
+// namespaces you hold to pick one (`?namespace=`; none: every one you hold).
+const LISTS = ["/", "/experiments", "/pipelines", "/recurring-runs"];
+async function setupWhoami() {
+  const header = document.querySelector("header");
+  if (!header) return;
+  let me;
+  try { me = await getJSON("/api/v1/whoami"); } catch (err) { return; }
+  if (!me.multi_user) return;
+  const box = el("span", { id: "whoami", class: "whoami" },
+    `${me.name} · ${me.role}`);
+  box.dataset.name = me.name;
+  if (LISTS.includes(location.pathname) && me.namespaces.length) {
+    const params = new URLSearchParams(location.search);
+    const pick = el("select", { id: "namespace-pick", "aria-label": "namespace" },
+      el("option", { value: "" }, me.admin ? "every namespace" : "all my namespaces"));
+    for (const ns of me.namespaces) {
+      const option = el("option", { value: ns }, ns);
+      if (ns === params.get("namespace")) option.selected = true;
+      pick.append(option);
+    }
+    pick.addEventListener("change", () => {
+      if (pick.value) params.set("namespace", pick.value); else params.delete("namespace");
+      params.delete("offset");
+      location.search = params.toString();
+    });
+    box.append(" ", pick);
+  }
+  header.append(box);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  setupRuns(); setupRunActions(); setupRun(); setupWhoami();
+});

@@ -1,0 +1,277 @@
+"""`headwater server tokens|users|audit`: who may use a team server, and what they did.
+
+`tokens add NAME --namespace NS --role R` prints a new personal token once; the store keeps its
+SHA-256 only (`headwater.access`). `users add` names a user that a trusted proxy identifies
+(`headwater server --trusted-proxy`). Both go to the metadata store (`--metadata-url`, else the
+default), which every server on it reads per request: `tokens revoke` takes effect on the next
+request, on every server. The CLI's own changes are recorded in the audit log too, as
+`cli:<login>`. `audit` prints the log back (`ui.audit`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from headwater.errors import InvalidArgumentError
+
+__all__ = ["add_parsers", "audit_path", "cmd_principals"]
+
+_KINDS = {"tokens": "token", "users": "user"}
+
+
+def add_parsers(
+    server: argparse.ArgumentParser, parser_class: type[argparse.ArgumentParser]
+) -> None:
+    """Register `tokens`, `users` and `audit` under `headwater server`."""
+    sub = server.add_subparsers(dest="server_command", parser_class=parser_class, metavar="")
+    for group, kind in _KINDS.items():
+        parser = sub.add_parser(
+            group,
+            help=f"manage the {group} of a team server (personal tokens, or users a trusted "
+            "proxy names)"
+            if kind == "token"
+            else "manage the users a trusted proxy names (--trusted-proxy)",
+        )
+        actions = parser.add_subparsers(dest="action", required=True, parser_class=parser_class)
+        add = actions.add_parser(
+            "add",
+            help=f"add a {kind}" + (" and print its secret once" if kind == "token" else ""),
+        )
+        add.add_argument(
+            "name",
+            help="its name (who it is, e.g. alice)"
+            if kind == "token"
+            else "the user as the proxy's header names them (e.g. alice@example.com)",
+        )
+        add.add_argument(
+            "--namespace",
+            action="append",
+            default=[],
+            metavar="NS",
+            help="a namespace it holds (repeatable; an admin holds every one)",
+        )
+        add.add_argument(
+            "--role",
+            required=True,
+            choices=("viewer", "editor", "admin"),
+            help="viewer reads; editor also creates, terminates, retries, archives and deletes; "
+            "admin sees every namespace",
+        )
+        add.add_argument("--json", action="store_true", help="print JSON")
+        listing = actions.add_parser("list", help=f"the {group} (never a secret)")
+        listing.add_argument("--json", action="store_true", help="print a JSON list")
+        remove = actions.add_parser(
+            "revoke" if kind == "token" else "remove",
+            help="revoke a token (refused on its next request, by every server)"
+            if kind == "token"
+            else "remove a user",
+        )
+        remove.add_argument("name")
+    audit = sub.add_parser("audit", help="print the audit log: who changed what, and the result")
+    audit.add_argument(
+        "--log",
+        metavar="PATH",
+        help="the audit log (default: the server's, $HEADWATER_HOME/server-logs/audit.jsonl)",
+    )
+    audit.add_argument("--principal", metavar="NAME", help="only this principal's records")
+    audit.add_argument("--namespace", metavar="NS", help="only records in this namespace")
+    audit.add_argument(
+        "--since", metavar="TIME", help="only records from this UTC time on (2026-12-06T10:00)"
+    )
+    audit.add_argument("--limit", type=int, default=0, metavar="N", help="only the last N")
+    audit.add_argument("--json", action="store_true", help="print JSON lines")
+
+
+def audit_path(given: str | None = None) -> Path:
+    """The audit log: `given`, else `$HEADWATER_HOME/server-logs/audit.jsonl`."""
+    from headwater import config
+
+    return Path(given) if given else config.home() / "server-logs" / "audit.jsonl"
+
+
+def cmd_principals(args: argparse.Namespace) -> int:
+    """`headwater server tokens|users ...` and `headwater server audit`."""
+    if args.server_command == "audit":
+        return _audit(args)
+    from headwater import config
+    from headwater.metadata import open_store
+
+    kind = _KINDS[args.server_command]
+    url = args.metadata_url or config.metadata_url()
+    if url == config.metadata_url():
+        config.home().mkdir(parents=True, exist_ok=True)
+    store = open_store(url)
+    try:
+        if args.action == "add":
+            return _add(store, kind, args)
+        if args.action == "list":
+            return _list(store, kind, args)
+        store.remove_principal(kind, args.name)
+        _record(args, "DELETE", f"{args.server_command}/{args.name}", args.name)
+        what = "revoked: it is refused from its next request on" if kind == "token" else "removed"
+        print(f"{kind} {args.name} {what}")
+        if not store.has_principals():
+            print(
+                "headwater: no tokens or users remain: a server without --trusted-proxy is "
+                "single-user again (loopback clients need nothing, others its --token)",
+                file=sys.stderr,
+            )
+        return 0
+    finally:
+        store.close()
+
+
+def _add(store: Any, kind: str, args: argparse.Namespace) -> int:
+    from headwater.access import check_namespace, check_principal_name, hash_token, new_token
+    from headwater.metadata.base import PrincipalRecord
+
+    name = check_principal_name(args.name, kind=kind)
+    namespaces = tuple(dict.fromkeys(check_namespace(ns) for ns in args.namespace))
+    if not namespaces and args.role != "admin":
+        raise InvalidArgumentError(
+            f"{'an' if args.role == 'editor' else 'a'} {args.role} needs a namespace: "
+            "--namespace NS (repeatable); an admin holds all"
+        )
+    secret = new_token() if kind == "token" else None
+    store.add_principal(
+        PrincipalRecord(
+            kind=kind,
+            name=name,
+            role=args.role,
+            namespaces=namespaces,
+            token_hash=hash_token(secret) if secret else None,
+            created_at=time.time(),
+            created_by=_cli_principal(),
+        )
+    )
+    _record(args, "POST", f"{args.server_command}", name, namespace=",".join(namespaces))
+    if args.json:
+        doc = {"kind": kind, "name": name, "role": args.role, "namespaces": list(namespaces)}
+        if secret:
+            doc["token"] = secret
+        print(json.dumps(doc, indent=2))
+        return 0
+    held = ", ".join(namespaces) or "every namespace"
+    print(f"{kind} {name}: {args.role} of {held}")
+    if secret:
+        print(secret)
+        print(
+            "headwater: this token is shown once and stored only as a hash. Clients send it as "
+            "'Authorization: Bearer TOKEN' (kfp.Client(existing_token=TOKEN)); the web UI "
+            "takes it once as ?token=TOKEN",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _list(store: Any, kind: str, args: argparse.Namespace) -> int:
+    from headwater.api import iso_time
+
+    found = store.list_principals(kind)
+    docs = [
+        {
+            "name": p.name,
+            "role": p.role,
+            "namespaces": list(p.namespaces),
+            "created_at": iso_time(p.created_at),
+            "created_by": p.created_by,
+        }
+        for p in found
+    ]
+    if args.json:
+        print(json.dumps(docs, indent=2))
+        return 0
+    if not docs:
+        print(f"no {args.server_command}")
+        return 0
+    width = max(len(d["name"]) for d in docs)
+    for d in docs:
+        held = ", ".join(d["namespaces"]) or "(every namespace)"
+        print(f"{d['name']:<{width}}  {d['role']:<6}  {held}  (added {d['created_at']})")
+    return 0
+
+
+def _cli_principal() -> str:
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # no login name (a container without a passwd entry)
+        return "cli"
+
+
+def _record(
+    args: argparse.Namespace, method: str, route: str, resource: str, *, namespace: str = ""
+) -> None:
+    """Record a change the CLI made in the default audit log (as a request would be)."""
+    import contextlib
+
+    from headwater.ui.audit import AuditLog, audit_time
+
+    with contextlib.suppress(Exception):  # the change is made: a log that cannot be written
+        log = AuditLog(audit_path())
+        try:
+            log.write(
+                {
+                    "time": audit_time(),
+                    "principal": _cli_principal(),
+                    "kind": "cli",
+                    "role": "admin",
+                    "address": "",
+                    "method": method,
+                    "route": f"headwater server {route}",
+                    "resource": resource,
+                    "namespace": namespace,
+                    "status": 200,
+                    "result": "ok",
+                }
+            )
+        finally:
+            log.close()
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from headwater.ui.audit import read_audit
+
+    if args.limit < 0:
+        raise InvalidArgumentError(f"--limit must be 0 (all) or more, got {args.limit}")
+    since = _since(args.since) if args.since else ""
+    records = [
+        r
+        for r in read_audit(audit_path(args.log))
+        if (not args.principal or r.get("principal") == args.principal)
+        and (not args.namespace or r.get("namespace") == args.namespace)
+        and (not since or str(r.get("time", "")) >= since)
+    ]
+    if args.limit:
+        records = records[-args.limit :]
+    for r in records:
+        if args.json:
+            print(json.dumps(r))
+            continue
+        who = r.get("principal") or "(no one)"
+        ns = f" [{r['namespace']}]" if r.get("namespace") else ""
+        print(
+            f"{r.get('time', '')}  {who}  {r.get('method', '')} {r.get('route', '')}{ns}  "
+            f"{r.get('resource', '')}  {r.get('status', '')} {r.get('result', '')}".rstrip()
+        )
+    return 0
+
+
+def _since(value: str) -> str:
+    """`--since` as the log's times are written (ISO 8601 UTC), for comparing as text."""
+    from datetime import datetime, timezone
+
+    try:
+        found = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgumentError(
+            f"--since takes an ISO 8601 time (2026-12-06T10:00, or with Z), got {value!r}"
+        ) from None
+    if found.tzinfo is not None:
+        found = found.astimezone(timezone.utc).replace(tzinfo=None)
+    return found.strftime("%Y-%m-%dT%H:%M:%S")
