@@ -126,14 +126,13 @@ def cmd_server(args: argparse.Namespace) -> int:
 
         return cmd_principals(args)
     url = args.server_metadata_url or args.metadata_url or config.metadata_url()
+    if url == config.metadata_url():
+        config.home().mkdir(parents=True, exist_ok=True)
     from headwater.identify import trusted_networks
 
     trusted_networks(args.trusted_proxy)  # one line for a value that is not an address
     if not args.user_header.strip() or not all(33 <= ord(c) < 127 for c in args.user_header):
         raise InvalidArgumentError(f"--user-header must be a header name, got {args.user_header!r}")
-    listen = listen_options(
-        args, exposes="run pipelines on this machine", guarded=_multi_user(args, url)
-    )
     body_limit = max_body_bytes(args)
     if args.max_concurrent_runs < 1:
         raise InvalidArgumentError(
@@ -158,8 +157,9 @@ def cmd_server(args: argparse.Namespace) -> int:
 
         config.container_args()
         find_runtime()  # a runtime named by HEADWATER_CONTAINER_RUNTIME must be there
-    if url == config.metadata_url():
-        config.home().mkdir(parents=True, exist_ok=True)
+    listen = listen_options(
+        args, exposes="run pipelines on this machine", guarded=_multi_user(args, url)
+    )
     scheduler = args.scheduler or (config.dask_scheduler() if args.executor == "dask" else None)
     # Bound first: the local Dask cluster below opens ports of its own, and must not take this.
     sock = bind_listen(listen)
@@ -178,11 +178,15 @@ def cmd_server(args: argparse.Namespace) -> int:
 def _multi_user(args: argparse.Namespace, url: str) -> bool:
     """True if the server will need a principal on every request (personal tokens or users in
     its store, or a trusted proxy): it may then listen beyond loopback without --token."""
-    if args.trusted_proxy:
-        return True
-    from headwater.metadata import open_reader
+    return bool(args.trusted_proxy) or has_principals(url, upgrade=True)
 
-    store = open_reader(url)
+
+def has_principals(url: str | None, *, upgrade: bool = False) -> bool:
+    """True if the store at `url` (None: the default) has tokens or users; with `upgrade`,
+    the store is made or migrated first (as a server does), else only read."""
+    from headwater.metadata import open_reader, open_store
+
+    store = open_store(url) if upgrade else open_reader(url)
     if store is None:
         return False
     try:
