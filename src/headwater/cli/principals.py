@@ -118,8 +118,9 @@ def cmd_principals(args: argparse.Namespace) -> int:
         print(f"{kind} {args.name} {what}")
         if not store.has_principals():
             print(
-                "headwater: no tokens or users remain: a server without --trusted-proxy is "
-                "single-user again (loopback clients need nothing, others its --token)",
+                "headwater: no tokens or users remain: running servers refuse every request "
+                "but their --token's; restarted without --trusted-proxy, a server is "
+                "single-user again (on loopback, or behind its --token)",
                 file=sys.stderr,
             )
         return 0

@@ -1,8 +1,8 @@
 """`Gate`: what credentials are worth on `headwater server` and `headwater ui`
 (`security.Identify` calls it for every request).
 
-A server is multi-user (`headwater.access`) when its store has principals (tokens or users)
-or it trusts a proxy. Every request then needs a principal, and every lookup is a read of the
+A server is multi-user (`headwater.access`) when its store has principals (tokens or users),
+or had them since it started, or it trusts a proxy. Every request then needs a principal, and every lookup is a read of the
 store: a token revoked by any server, or by the CLI, on the same database is refused on the
 next request.
 """
@@ -45,6 +45,7 @@ class Gate:
         self._lock = threading.Lock()
         self.server_token = server_token
         self.trusted_proxy = trusted_proxy
+        self._multi_user = False
 
     def store(self) -> MetadataStore | None:
         if self._store is None:
@@ -54,11 +55,15 @@ class Gate:
         return self._store
 
     def multi_user(self) -> bool:
-        """True if requests must name a principal and namespaces isolate."""
-        if self.trusted_proxy:
+        """True if requests must name a principal and namespaces isolate: the store has
+        principals, or had them since this server started (revoking the last token does not
+        open a server to everyone; a restart without principals does, on loopback only).
+        """
+        if self.trusted_proxy or self._multi_user:
             return True
         store = self.store()
-        return store is not None and store.has_principals()
+        self._multi_user = store is not None and store.has_principals()
+        return self._multi_user
 
     def identify(self, token: str | None, user: str | None) -> Principal | None:
         """The principal of a request's credentials (see `security.Identifier`); None to
