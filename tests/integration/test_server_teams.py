@@ -4,11 +4,13 @@ the audit log, driven through the real `kfp.Client` and raw HTTP against a real 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import test_ui_browser
 import yaml
 from kfp import compiler
 from kfp_server_api.exceptions import ApiException
@@ -375,3 +377,66 @@ def test_principals_are_managed_in_one_line_each(tmp_path: Path) -> None:
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and says in lines[0], (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+# -- the web UI in a real Chromium, as alice and as bob ------------------------------------------
+
+browser = test_ui_browser.browser
+page = test_ui_browser.page
+
+
+@pytest.fixture(scope="module")
+def base_url(team: Team) -> str:
+    """Where `page` (test_ui_browser's) opens its pages: the team server's UI."""
+    return team.base
+
+
+def test_the_ui_shows_who_you_are_and_only_your_namespaces(
+    team: Team, made_a: dict[str, str], page: Any
+) -> None:
+    from test_ui_browser import expect
+
+    # Alice logs in once with her token (a cookie from then on) and sees her namespace's run.
+    page.goto(f"/?token={team.tokens['alice']}")
+    expect(page.locator("#whoami")).to_contain_text("alice · editor")
+    rows = page.locator("table.runs tbody tr")
+    expect(rows.first).to_be_visible()
+    shown = page.locator("table.runs").inner_text()
+    assert made_a["run"][:8] in shown and made_a["bob_run"][:8] not in shown
+    # She picks her namespace from the header.
+    page.select_option("#namespace-pick", "team-a")
+    page.wait_for_url(re.compile(r"namespace=team-a"))
+    # Her run's page names who started it; bob's is refused.
+    page.goto(f"/runs/{made_a['run']}")
+    expect(page.locator("#run-created-by")).to_have_text("alice")
+    refused = page.goto(f"/runs/{made_a['bob_run']}")
+    assert refused is not None and refused.status == 403
+    expect(page.locator("body")).to_contain_text("team-b")
+    # The UI's API keeps to the same rules: bob's runs, logs and artifacts are not hers.
+    assert page.request.get("/api/v1/runs?namespace=team-b").status == 403
+    listed = page.request.get("/api/v1/runs").json()["runs"]
+    assert made_a["bob_run"] not in {r["run_id"] for r in listed}
+    bobs = team.call("root", "GET", f"/api/v1/runs/{made_a['bob_run']}").json()
+    [make_task] = [t for t in bobs["tasks"] if t["name"] == "make"]
+    artifact = make_task["artifact_ids"]["outputs"]["data"][0]
+    for path in (
+        f"/api/v1/artifacts/{artifact}",
+        f"/api/v1/artifacts/{artifact}/download",
+        f"/api/v1/lineage/{artifact}",
+        f"/api/v1/runs/{made_a['bob_run']}/tasks/make/log?tail=5",
+        f"/api/v1/compare?runs={made_a['run']},{made_a['bob_run']}",
+    ):
+        assert page.request.get(path).status == 403, path
+    mine = team.call("root", "GET", f"/api/v1/runs/{made_a['run']}").json()
+    [own] = [t for t in mine["tasks"] if t["name"] == "make"]
+    own_artifact = own["artifact_ids"]["outputs"]["data"][0]
+    assert page.request.get(f"/api/v1/artifacts/{own_artifact}/download").status == 200
+    lineage = page.request.get(f"/api/v1/lineage/{own_artifact}").json()
+    assert all(made_a["bob_run"] not in json.dumps(n) for n in lineage["nodes"])
+    # A viewer's browser may not change anything.
+    page.goto(f"/?token={team.tokens['vera']}")
+    expect(page.locator("#whoami")).to_contain_text("vera · viewer")
+    archive = page.request.post(
+        f"/api/v1/experiments/{made_a['exp']}/archive", headers={"Content-Type": "application/json"}
+    )
+    assert archive.status == 403
