@@ -11,9 +11,13 @@ HEADWATER_HOME (SQLite), driven by the real `kfp.Client`:
   clients; every one must end SUCCEEDED, with as many distinct Headwater runs as submissions
   (none lost, none duplicated); runs per second from the first submission to the last
   completion (target, issue 28: 3x the baseline's);
-* listing: `--list-rows` (10,000) runs in the store (inserted directly), then `list_runs`
-  (page of 10, newest first; and with a display_name filter) `--list-calls` times; p50 / p95
-  (target: p95 under 100 ms).
+* listing: `--list-rows` (10,000) runs in the store (inserted directly, in ten namespaces),
+  then `list_runs` (page of 10, newest first; and with a display_name filter) `--list-calls`
+  times; p50 / p95 (target: p95 under 100 ms);
+* principals (issue 31): the same page of 10 on the same store, side by side: a server without
+  principals (the baseline), its `--token`, and a multi-user server (20 personal tokens in the
+  store) asked by an editor of one namespace and by an admin; the p95 of each and its ratio to
+  the baseline's is the cost of resolving a principal (one indexed read per request).
 
 With `--baseline-src DIR` (the `src` of a worktree of an earlier commit, e.g.
 `git worktree add /tmp/base 2330f1c`), latency and throughput are measured for that server
@@ -218,7 +222,7 @@ def listing(rows: int, calls: int, root: Path) -> dict[str, Any]:
             "display_name": f"run-{i:05d}",
             "description": "",
             "experiment_id": exp.experiment_id,
-            "namespace": "",
+            "namespace": f"team-{i % 10}",
             "storage_state": "AVAILABLE",
             "recurring_run_id": None,
             "scheduled_at": now - rows + i,
@@ -251,7 +255,65 @@ def listing(rows: int, calls: int, root: Path) -> dict[str, Any]:
                 "p95_ms": p(times, 0.95),
                 "total": page.total_size,
             }
+    results["principals"] = principals(home, calls)
     return results
+
+
+def principals(home: Path, calls: int) -> dict[str, Any]:
+    """list_runs (page of 10, newest first) as each kind of principal, on the listing store."""
+    from server_harness import kfp_client, running_server
+
+    from headwater.access import hash_token, new_token
+    from headwater.metadata.base import PrincipalRecord
+    from headwater.metadata.sql import SqlMetadataStore
+
+    def measure(base: str, **client: Any) -> dict[str, Any]:
+        kfp = kfp_client(base, **client)
+        namespace = client.get("namespace")
+        kfp.list_runs(page_size=10, namespace=namespace)  # warm
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            page = kfp.list_runs(page_size=10, sort_by="created_at desc", namespace=namespace)
+            times.append((time.perf_counter() - t0) * 1000)
+        return {"p50_ms": p(times, 0.5), "p95_ms": p(times, 0.95), "total": page.total_size}
+
+    found: dict[str, Any] = {}
+    with running_server(home) as base:
+        found["no principals (baseline)"] = measure(base)
+    server_token = new_token()
+    with running_server(home, env={"HEADWATER_TOKEN": server_token}) as base:
+        found["--token"] = measure(base, existing_token=server_token)
+    store = SqlMetadataStore(f"sqlite:///{home / 'metadata.db'}")
+    tokens = {}
+    for i in range(20):
+        tokens[i] = new_token()
+        role, held = ("admin", ()) if i == 0 else ("editor", (f"team-{i % 10}",))
+        store.add_principal(
+            PrincipalRecord("token", f"user-{i}", role, held, hash_token(tokens[i]), time.time())
+        )
+    store.close()
+    with running_server(home) as base:
+        found["editor of team-3"] = measure(base, existing_token=tokens[3], namespace="team-3")
+        found["admin, every namespace"] = measure(base, existing_token=tokens[0])
+    baseline = found["no principals (baseline)"]["p95_ms"]
+    for row in found.values():
+        row["p95_vs_baseline"] = round(row["p95_ms"] / baseline, 2)
+    # The lookup alone, in process: what `Identify` adds to each request (a worker thread hop
+    # aside): one indexed read of the token's hash.
+    from headwater.ui.identity import Gate
+
+    store = SqlMetadataStore(f"sqlite:///{home / 'metadata.db'}")
+    gate = Gate(lambda: store)
+    gate.identify(tokens[3], None)
+    took = []
+    for _ in range(1000):
+        t0 = time.perf_counter()
+        gate.identify(tokens[3], None)
+        took.append((time.perf_counter() - t0) * 1e6)
+    store.close()
+    found["resolve a token in process"] = {"p50_us": p(took, 0.5), "p95_us": p(took, 0.95)}
+    return found
 
 
 def main() -> int:
