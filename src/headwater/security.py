@@ -5,9 +5,9 @@ TensorBoard (`headwater tensorboard`) share these rules:
 
 - `read_token` reads the token: the one given (`--token`), else `$HEADWATER_TOKEN`.
 - `check_bind` refuses to listen beyond this machine (`is_loopback`) without a token.
-- `TokenAuth`, an ASGI middleware, answers every request that lacks the token through a
-  callback of the server's own (each server words its 401 its own way). Tokens are compared
-  in constant time (`tokens_match`).
+- `TokenAuth`, an ASGI middleware (the model server's), answers every request that lacks the
+  token through a callback of the server's own (each server words its 401 its own way).
+  Tokens are compared in constant time (`tokens_match`).
 - `headwater.identify.Identify` (beside this module) finds who sent a request to `headwater
   server` and `headwater ui`: a token, or the user a trusted proxy names.
 - `BrowserGuard`, an ASGI middleware outside `TokenAuth`, keeps web pages of other sites
@@ -19,8 +19,7 @@ TensorBoard (`headwater tensorboard`) share these rules:
 
 TensorBoard has no login, so `headwater tensorboard` listens on loopback only and needs no
 middleware. Every CLI command imports this module to build its parser, so it imports only
-`os` up front. It imports no web library: `TokenAuth` is plain ASGI, and the cookie
-login that only the UI (a Starlette app) uses imports Starlette when a request needs it.
+`os` up front. It imports no web library: `TokenAuth` and `BrowserGuard` are plain ASGI.
 """
 
 from __future__ import annotations
@@ -187,19 +186,16 @@ def tokens_match(given: str | bytes, token: str) -> bool:
 class TokenAuth:
     """ASGI middleware: an HTTP request must carry the token, or it is refused.
 
-    A request is let through if its path is in `open_paths`, if it sends
-    `Authorization: Bearer <token>` (the scheme in any case), or, with `cookie` set, if it
-    carries that cookie with the token. With `cookie` set, a GET with `?token=<token>` is
-    answered 303 to the same URL without it, setting the cookie (HttpOnly, SameSite=Strict),
-    so that a browser logs in once and the token leaves the address bar. Anything else gets
-    the answer `refuse` builds. An empty token lets nothing through.
+    A request is let through if its path is in `open_paths`, or if it sends
+    `Authorization: Bearer <token>` (the scheme in any case). Anything else gets the answer
+    `refuse` builds. An empty token lets nothing through. (The web UI and `headwater server`
+    identify each request instead: `headwater.identify.Identify`.)
 
     Args:
         app: The app to guard.
         token: The token.
         refuse: Builds the answer to a refused request (see `Refusal`).
         open_paths: Paths served without the token (health probes).
-        cookie: The name of the login cookie; None for bearer tokens only.
 
     Example::
 
@@ -213,27 +209,18 @@ class TokenAuth:
         *,
         refuse: Refusal,
         open_paths: Collection[str] = (),
-        cookie: str | None = None,
     ) -> None:
         self.app = app
         self._token = token
         self._refuse = refuse
         self._open_paths = frozenset(open_paths)
-        self._cookie = cookie
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self._open_paths:
             await self.app(scope, receive, send)
             return
-        if self._cookie is not None and scope["method"] == "GET":
-            login = _cookie_login(scope, self._token, self._cookie)
-            if login is not None:
-                await login(scope, receive, send)
-                return
         sent = _authorization(scope)
-        if (sent is not None and self._bearer_matches(sent)) or (
-            self._cookie is not None and self._cookie_matches(scope)
-        ):
+        if sent is not None and self._bearer_matches(sent):
             await self.app(scope, receive, send)
             return
         await self._refuse(scope, sent is None)(scope, receive, send)
@@ -242,12 +229,6 @@ class TokenAuth:
         scheme, _, credentials = sent.strip().partition(b" ")
         return scheme.lower() == b"bearer" and tokens_match(credentials.strip(), self._token)
 
-    def _cookie_matches(self, scope: Scope) -> bool:
-        from starlette.requests import Request
-
-        assert self._cookie is not None
-        return tokens_match(Request(scope).cookies.get(self._cookie, ""), self._token)
-
 
 def _authorization(scope: Scope) -> bytes | None:
     """The first `Authorization` header's value, None if there is none."""
@@ -255,24 +236,6 @@ def _authorization(scope: Scope) -> bytes | None:
         if name == b"authorization":
             return bytes(value)
     return None
-
-
-def _cookie_login(scope: Scope, token: str, cookie: str) -> ASGIApp | None:
-    """The 303 that sets the login cookie, if the query carries the right `token`."""
-    from urllib.parse import urlencode
-
-    from starlette.requests import Request
-    from starlette.responses import RedirectResponse
-
-    request = Request(scope)
-    given = request.query_params.get("token")
-    if given is None or not tokens_match(given, token):
-        return None
-    rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-    target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
-    response = RedirectResponse(target, status_code=303)
-    response.set_cookie(cookie, token, httponly=True, samesite="strict")
-    return response
 
 
 #: Methods that change nothing, by HTTP's rules: the Origin and content-type rules skip them.

@@ -200,18 +200,50 @@ def test_an_empty_token_lets_nothing_through() -> None:
     assert _get(app).status_code == 401
 
 
+# -- Identify: the principal of each request (`headwater server`, `headwater ui`) ------------
+
+
+def _identified(*, cookie: str | None = "login", trusted: tuple[str, ...] = ()) -> Any:
+    """`Identify` over an app that answers the principal's name; "s3cret" is alice's token,
+    proxy user "dana" is known, any other user is refused 403."""
+    from headwater.access import Principal
+    from headwater.errors import PermissionDeniedError
+    from headwater.identify import Identify
+
+    async def whom(scope: Scope, receive: Any, send: Any) -> None:
+        name = scope["state"]["principal"].name.encode()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": name})
+
+    def identify(token: str | None, user: str | None) -> Any:
+        if user is not None:
+            if user != "dana":
+                raise PermissionDeniedError(f"user {user!r} is not known")
+            return Principal.of("user", "dana", "editor", ["team-a"])
+        return Principal.of("token", "alice", "editor", ["team-a"]) if token == "s3cret" else None
+
+    def refuse(scope: Scope, status: int, message: str) -> Any:
+        async def answer(scope: Scope, receive: Any, send: Any) -> None:
+            await send({"type": "http.response.start", "status": status, "headers": []})
+            await send({"type": "http.response.body", "body": message.encode()})
+
+        return answer
+
+    return Identify(whom, identify=identify, refuse=refuse, cookie=cookie, trusted=trusted)
+
+
 def test_a_cookie_counts_only_when_asked_for() -> None:
     pytest.importorskip("starlette")
     cookies = {"login": "s3cret"}
-    assert _get(_guarded(), cookies=cookies).status_code == 401
-    assert _get(_guarded(cookie="login"), cookies=cookies).status_code == 200
-    wrong = _get(_guarded(cookie="login"), cookies={"login": "nope"})
-    assert wrong.status_code == 401 and wrong.json()["missing"] is True
+    assert _get(_identified(cookie=None), cookies=cookies).status_code == 401
+    assert _get(_identified(), cookies=cookies).text == "alice"
+    wrong = _get(_identified(), cookies={"login": "nope"})
+    assert wrong.status_code == 401 and "not valid" in wrong.text
 
 
 def test_the_token_in_the_query_sets_the_cookie_and_leaves_the_url() -> None:
     pytest.importorskip("starlette")
-    app = _guarded(cookie="login")
+    app = _identified()
     landed = _get(app, "/page?a=1&token=s3cret&b=2")
     assert landed.status_code == 303
     assert landed.headers["location"] == "/page?a=1&b=2"
@@ -219,7 +251,21 @@ def test_the_token_in_the_query_sets_the_cookie_and_leaves_the_url() -> None:
     assert cookie.startswith("login=s3cret;") and "HttpOnly" in cookie
     assert "SameSite=strict" in cookie
     assert _get(app, "/page?token=guess").status_code == 401
-    assert _get(_guarded(), "/page?token=s3cret").status_code == 401  # no cookie login
+    assert _get(_identified(cookie=None), "/page?token=s3cret").status_code == 401
+
+
+def test_only_a_trusted_address_names_the_user() -> None:
+    pytest.importorskip("starlette")
+    header = {"kubeflow-userid": "dana"}
+    # httpx's ASGI transport sends from 127.0.0.1.
+    assert _get(_identified(trusted=("127.0.0.1",)), headers=header).text == "dana"
+    assert _get(_identified(trusted=("127.0.0.0/8",)), headers=header).text == "dana"
+    assert _get(_identified(trusted=("10.1.2.3",)), headers=header).status_code == 401
+    assert _get(_identified(), headers={**header, "Authorization": "Bearer s3cret"}).text == "alice"
+    stranger = _get(_identified(trusted=("127.0.0.1",)), headers={"kubeflow-userid": "eve"})
+    assert stranger.status_code == 403 and "eve" in stranger.text
+    with pytest.raises(Exception, match="IP address or network"):
+        _identified(trusted=("proxy.example.com",))
 
 
 def test_lifespan_and_websockets_pass_untouched() -> None:

@@ -22,7 +22,7 @@ from headwater.ui.app_state import principal_of
 if TYPE_CHECKING:
     from headwater.metadata.base import MetadataStore
 
-__all__ = ["allow_start", "guard", "list_namespaces", "readable_runs"]
+__all__ = ["allow_start", "guard", "list_namespaces", "note", "readable_runs"]
 
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -32,11 +32,14 @@ def _store(request: Request) -> MetadataStore | None:
     return None if gate is None else gate.store()
 
 
-def _note(request: Request, namespace: str, resource: str) -> None:
+def note(request: Request, namespace: str | None, resource: str = "") -> None:
+    """Note what a request acts on for the audit log (`ui.audit`), if it keeps one."""
     noted = getattr(request.state, "audit", None)
     if isinstance(noted, dict):
-        noted.setdefault("namespace", namespace)
-        noted.setdefault("resource", resource)
+        if namespace is not None:
+            noted.setdefault("namespace", namespace)
+        if resource:
+            noted.setdefault("resource", resource)
 
 
 def guard(request: Request) -> None:
@@ -78,7 +81,7 @@ def _allow_run(
 ) -> None:
     found = store.get_run(run_id)
     if found is not None:  # else the route answers 404
-        _note(request, found.namespace, found.run_id)
+        note(request, found.namespace, found.run_id)
         who.check(found.namespace, write=write, what=f"run {found.run_id}")
 
 
@@ -97,7 +100,7 @@ def _allow(
         if found is not None and not found.namespace:
             return  # shared: every principal reads it (the UI changes no pipeline)
     if found is not None:
-        _note(request, found.namespace, value)
+        note(request, found.namespace, value)
         who.check(found.namespace, write=write, what=what)
 
 
@@ -137,7 +140,7 @@ def allow_start(
             _allow(request, who, store, "experiment_id", experiment_id, True)
         return namespace
     namespace = who.default_namespace(namespace, "A run")
-    _note(request, namespace, "")
+    note(request, namespace, "")
     who.check(namespace, write=True, what=f"runs of namespace {namespace!r}")
     return namespace
 

@@ -12,7 +12,7 @@ from fastapi.responses import FileResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
 from headwater.ui import data
-from headwater.ui.access import allow_start, list_namespaces, readable_runs
+from headwater.ui.access import allow_start, list_namespaces, note, readable_runs
 from headwater.ui.app_state import metadata_of, principal_of
 from headwater.ui.control import RunControl
 from headwater.ui.groups import ITERATIONS_SHOWN
@@ -131,6 +131,7 @@ def start_run(request: Request, body: RunRequest) -> dict[str, Any]:
         namespace=namespace,
         created_by=principal_of(request).created_by,
     )
+    note(request, None, run_id)
     return {"run_id": run_id, "url": f"/runs/{run_id}"}
 
 

@@ -2,9 +2,9 @@
 (`security.Identify` calls it for every request).
 
 A server is multi-user (`headwater.access`) when its store has principals (tokens or users),
-or had them since it started, or it trusts a proxy. Every request then needs a principal, and every lookup is a read of the
-store: a token revoked by any server, or by the CLI, on the same database is refused on the
-next request.
+or had them since it started, or it trusts a proxy. Every request then needs a principal, and
+every lookup is a read of the store: a token revoked by any server, or by the CLI, on the same
+database is refused on the next request.
 """
 
 from __future__ import annotations
