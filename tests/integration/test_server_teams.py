@@ -440,3 +440,122 @@ def test_the_ui_shows_who_you_are_and_only_your_namespaces(
         f"/api/v1/experiments/{made_a['exp']}/archive", headers={"Content-Type": "application/json"}
     )
     assert archive.status == 403
+
+
+# (method, path under /api/v1, JSON body, kind, alice's status). Kinds: "read" and "write" are
+# of team-a's records; "change" is a change outside any namespace (editors); "list" and
+# "shared" everyone reads; "admin" only an admin.
+UI_ROUTES: list[tuple[str, str, Any, str, int]] = [
+    ("GET", "/whoami", None, "shared", 200),
+    ("GET", "/runs", None, "list", 200),
+    ("GET", "/runs/{run}", None, "read", 200),
+    ("GET", "/runs/{run}/graph", None, "read", 200),
+    ("GET", "/runs/{run}/steps", None, "read", 200),
+    ("GET", "/runs/{run}/trials", None, "read", 200),
+    ("GET", "/runs/{run}/tasks/make/log", None, "read", 200),
+    ("GET", "/artifacts/{ref}", None, "read", 200),
+    ("GET", "/artifacts/{artifact}/download", None, "read", 200),
+    ("GET", "/artifacts/{artifact}/traces/none.json", None, "read", 404),
+    ("GET", "/lineage/{ref}", None, "read", 200),
+    ("GET", "/compare?runs={run},{run3}", None, "read", 200),
+    ("GET", "/experiments", None, "list", 200),
+    ("GET", "/experiments/{exp}", None, "read", 200),
+    ("GET", "/pipelines", None, "list", 200),
+    ("GET", "/pipelines/{pid}", None, "read", 200),
+    ("GET", "/pipelines/{pid}/versions/{vid}", None, "read", 200),
+    ("GET", "/recurring-runs", None, "list", 200),
+    ("GET", "/recurring-runs/{rr}", None, "read", 200),
+    ("GET", "/models", None, "shared", 200),
+    ("GET", "/endpoints", None, "shared", 200),
+    ("POST", "/pipelines", {"path": "{spec}"}, "change", 200),
+    ("POST", "/models/nothing/versions/1/stage", {"stage": "staging"}, "change", 404),
+    ("POST", "/runs", {"pipeline_version_id": "{vid}", "experiment_id": "{exp}"}, "write", 200),
+    ("POST", "/runs/{run3}/terminate", None, "write", 409),
+    ("POST", "/runs/{run3}/retry", None, "write", 409),
+    ("POST", "/experiments/{exp}/archive", None, "write", 200),
+    ("POST", "/experiments/{exp}/unarchive", None, "write", 200),
+    ("POST", "/recurring-runs/{rr}/enable", None, "write", 200),
+    ("POST", "/recurring-runs/{rr}/disable", None, "write", 200),
+    ("DELETE", "/runs/{run3}", None, "write", 200),
+    ("GET", "/principals", None, "admin", 403),
+    ("POST", "/principals", {"name": "zed", "role": "viewer", "namespaces": ["z"]}, "admin", 403),
+    ("DELETE", "/principals/token/zed", None, "admin", 403),
+]
+
+
+def test_every_ui_api_route_under_each_role(team: Team, made_a: dict[str, str]) -> None:
+    from headwater.ui import create_app
+
+    # The table is every route of the UI's API (bar its schema).
+    schema = create_app().openapi()["paths"]
+    served = {
+        (method.upper(), path[len("/api/v1") :])
+        for path, methods in schema.items()
+        if path.startswith("/api/v1/")
+        for method in methods
+    }
+    tabled = {(m, _template(p)) for m, p, _, _, _ in UI_ROUTES}
+    assert served == tabled, served ^ tabled
+
+    ids = dict(made_a)
+    alice = kfp_client(team.base, existing_token=team.tokens["alice"])
+    ids["run3"] = alice.run_pipeline(
+        made_a["exp"], "for-the-ui", pipeline_id=made_a["pid"], version_id=made_a["vid"]
+    ).run_id
+    wait_state(alice, ids["run3"], DONE)
+    mine = team.call("alice", "GET", f"/api/v1/runs/{made_a['run']}").json()
+    [make_task] = [t for t in mine["tasks"] if t["name"] == "make"]
+    ids["artifact"] = ids["ref"] = str(make_task["artifact_ids"]["outputs"]["data"][0])
+    for method, template, body, kind, owner_status in UI_ROUTES:
+        path = "/api/v1" + template.format(**ids)
+        sent = {} if body is None else {"json": _filled(body, ids)}
+        assert team.call(None, method, path, **sent).status_code == 401, path
+        vera = team.call("vera", method, path, **sent).status_code
+        bob = team.call("bob", method, path, **sent).status_code
+        expected = {
+            "read": (200 if owner_status == 200 else owner_status, 403),
+            "write": (403, 403),
+            "change": (403, owner_status),
+            "list": (200, 200),
+            "shared": (200, 200),
+            "admin": (403, 403),
+        }[kind]
+        assert (vera, bob) == expected, (method, path, vera, bob)
+        owner = team.call("alice", method, path, **sent)
+        assert owner.status_code == owner_status, (method, path, owner.status_code, owner.text)
+        if kind == "list":
+            listed = json.dumps(team.call("bob", method, path).json())
+            assert made_a["run"] not in listed and made_a["exp"] not in listed, path
+            assert made_a["pid"] not in listed and made_a["rr"] not in listed, path
+    # An admin manages principals over HTTP: a token answered once, then revoked.
+    added = team.call("root", "POST", "/api/v1/principals",
+                      json={"name": "zed", "role": "viewer", "namespaces": ["team-a"]})  # fmt: skip
+    assert added.status_code == 200, added.text
+    zed = added.json()["token"]
+    team.tokens["zed"] = zed
+    assert team.call("zed", "GET", f"{P}/runs/{made_a['run']}").status_code == 200
+    listed = team.call("root", "GET", "/api/v1/principals").json()["principals"]
+    assert "zed" in {p["name"] for p in listed} and all("token" not in p for p in listed)
+    assert team.call("root", "DELETE", "/api/v1/principals/token/zed").status_code == 200
+    assert team.call("zed", "GET", f"{P}/runs/{made_a['run']}").status_code == 401
+
+
+def _filled(body: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    """`body` with its "{key}" values replaced by the ids of `ids`."""
+    return {k: v.format(**ids) if isinstance(v, str) else v for k, v in body.items()}
+
+
+def _template(path: str) -> str:
+    """A table path as the app names the route (`/runs/{run}` -> `/runs/{run_id}`)."""
+    import re
+
+    names = {"run": "run_id", "run3": "run_id", "exp": "experiment_id", "pid": "pipeline_id",
+             "vid": "version_id", "rr": "recurring_run_id", "artifact": "artifact_id"}  # fmt: skip
+    path = path.split("?")[0]
+    path = re.sub(r"\{(\w+)\}", lambda m: "{" + names.get(m.group(1), m.group(1)) + "}", path)
+    path = path.replace("/tasks/make/", "/tasks/{task}/").replace(
+        "/traces/none.json", "/traces/{name}"
+    )
+    path = path.replace("/models/nothing/versions/1/", "/models/{name}/versions/{version}/")
+    path = path.replace("/principals/token/zed", "/principals/{kind}/{name}")
+    return path

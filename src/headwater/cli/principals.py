@@ -14,7 +14,6 @@ import argparse
 import getpass
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -100,68 +99,45 @@ def cmd_principals(args: argparse.Namespace) -> int:
     if args.server_command == "audit":
         return _audit(args)
     from headwater import config
-    from headwater.metadata import open_store
+    from headwater.api import principals
 
     kind = _KINDS[args.server_command]
     url = args.metadata_url or config.metadata_url()
     if url == config.metadata_url():
         config.home().mkdir(parents=True, exist_ok=True)
-    store = open_store(url)
-    try:
-        if args.action == "add":
-            return _add(store, kind, args)
-        if args.action == "list":
-            return _list(store, kind, args)
-        store.remove_principal(kind, args.name)
-        _record(args, "DELETE", f"{args.server_command}/{args.name}", args.name)
-        what = "revoked: it is refused from its next request on" if kind == "token" else "removed"
-        print(f"{kind} {args.name} {what}")
-        if not store.has_principals():
-            print(
-                "headwater: no tokens or users remain: running servers refuse every request "
-                "but their --token's; restarted without --trusted-proxy, a server is "
-                "single-user again (on loopback, or behind its --token)",
-                file=sys.stderr,
-            )
-        return 0
-    finally:
-        store.close()
-
-
-def _add(store: Any, kind: str, args: argparse.Namespace) -> int:
-    from headwater.access import check_namespace, check_principal_name, hash_token, new_token
-    from headwater.metadata.base import PrincipalRecord
-
-    name = check_principal_name(args.name, kind=kind)
-    namespaces = tuple(dict.fromkeys(check_namespace(ns) for ns in args.namespace))
-    if not namespaces and args.role != "admin":
-        raise InvalidArgumentError(
-            f"{'an' if args.role == 'editor' else 'a'} {args.role} needs a namespace: "
-            "--namespace NS (repeatable); an admin holds all"
+    if args.action == "add":
+        made = principals.add_principal(
+            kind, args.name, args.role, args.namespace, created_by=_cli_principal(), metadata=url
         )
-    secret = new_token() if kind == "token" else None
-    store.add_principal(
-        PrincipalRecord(
-            kind=kind,
-            name=name,
-            role=args.role,
-            namespaces=namespaces,
-            token_hash=hash_token(secret) if secret else None,
-            created_at=time.time(),
-            created_by=_cli_principal(),
+        _record(
+            args, "POST", args.server_command, made.record.name, ",".join(made.record.namespaces)
         )
-    )
-    _record(args, "POST", f"{args.server_command}", name, namespace=",".join(namespaces))
+        return _added(made, args)
+    if args.action == "list":
+        return _list(principals.list_principals(kind, metadata=url), args)
+    remain = principals.remove_principal(kind, args.name, metadata=url)
+    _record(args, "DELETE", f"{args.server_command}/{args.name}", args.name)
+    what = "revoked: it is refused from its next request on" if kind == "token" else "removed"
+    print(f"{kind} {args.name} {what}")
+    if not remain:
+        print(
+            "headwater: no tokens or users remain: running servers refuse every request "
+            "but their --token's; restarted without --trusted-proxy, a server is "
+            "single-user again (on loopback, or behind its --token)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _added(made: Any, args: argparse.Namespace) -> int:
     if args.json:
-        doc = {"kind": kind, "name": name, "role": args.role, "namespaces": list(namespaces)}
-        if secret:
-            doc["token"] = secret
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(made.to_json(), indent=2))
         return 0
-    held = ", ".join(namespaces) or "every namespace"
-    print(f"{kind} {name}: {args.role} of {held}")
-    if secret:
-        print(secret)
+    found = made.record
+    held = ", ".join(found.namespaces) or "every namespace"
+    print(f"{found.kind} {found.name}: {found.role} of {held}")
+    if made.token:
+        print(made.token)
         print(
             "headwater: this token is shown once and stored only as a hash. Clients send it as "
             "'Authorization: Bearer TOKEN' (kfp.Client(existing_token=TOKEN)); the web UI "
@@ -171,20 +147,10 @@ def _add(store: Any, kind: str, args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(store: Any, kind: str, args: argparse.Namespace) -> int:
-    from headwater.api import iso_time
+def _list(found: list[Any], args: argparse.Namespace) -> int:
+    from headwater.api.principals import principal_json
 
-    found = store.list_principals(kind)
-    docs = [
-        {
-            "name": p.name,
-            "role": p.role,
-            "namespaces": list(p.namespaces),
-            "created_at": iso_time(p.created_at),
-            "created_by": p.created_by,
-        }
-        for p in found
-    ]
+    docs = [principal_json(p) for p in found]
     if args.json:
         print(json.dumps(docs, indent=2))
         return 0
@@ -206,7 +172,7 @@ def _cli_principal() -> str:
 
 
 def _record(
-    args: argparse.Namespace, method: str, route: str, resource: str, *, namespace: str = ""
+    args: argparse.Namespace, method: str, route: str, resource: str, namespace: str = ""
 ) -> None:
     """Record a change the CLI made in the default audit log (as a request would be)."""
     import contextlib

@@ -112,7 +112,7 @@ def create_app(
     from fastapi.staticfiles import StaticFiles
     from starlette.exceptions import HTTPException
 
-    from headwater.ui import api_routes, catalog_routes, page_routes
+    from headwater.ui import api_routes, catalog_routes, page_routes, principal_routes
 
     app = FastAPI(
         title="Headwater",
@@ -134,6 +134,7 @@ def create_app(
     allowed = [Depends(guard)]  # what each route names, allowed to its principal (`ui.access`)
     app.include_router(api_routes.router, prefix="/api/v1", dependencies=allowed)
     app.include_router(catalog_routes.api, prefix="/api/v1", dependencies=allowed)
+    app.include_router(principal_routes.router, prefix="/api/v1", dependencies=allowed)
     app.include_router(page_routes.router, dependencies=allowed)
     app.include_router(catalog_routes.pages, dependencies=allowed)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
