@@ -559,3 +559,20 @@ def _template(path: str) -> str:
     path = path.replace("/models/nothing/versions/1/", "/models/{name}/versions/{version}/")
     path = path.replace("/principals/token/zed", "/principals/{kind}/{name}")
     return path
+
+
+def test_headwater_ui_over_the_teams_store_keeps_the_same_rules(
+    team: Team, made_a: dict[str, str], tmp_path: Path
+) -> None:
+    from cli_harness import Cli
+    from server_harness import server_env
+    from test_ui_cli import ui_server
+
+    headwater = Cli(team.home, tmp_path, server_env(team.home))
+    with ui_server(headwater) as base:
+        ui = Team(base, team.home, team.tokens)
+        assert ui.call(None, "GET", "/api/v1/runs").status_code == 401
+        assert ui.call("bob", "GET", f"/api/v1/runs/{made_a['run']}").status_code == 403
+        listed = ui.call("alice", "GET", "/api/v1/runs").json()["runs"]
+        ids = {r["run_id"] for r in listed}
+        assert made_a["run"] in ids and made_a["bob_run"] not in ids
