@@ -31,6 +31,7 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
         "bob": add_token(home, "bob", "editor", "team-b"),
         "vera": add_token(home, "vera", "viewer", "team-a"),
         "root": add_token(home, "root", "admin"),
+        "mia": add_token(home, "mia", "editor", "team-a", "team-b"),
     }
     added = cli(
         home, "users", "add", "dana@example.com", "--role", "editor", "--namespace", "team-a"
@@ -96,7 +97,8 @@ def test_kfp_clients_in_two_namespaces_see_only_their_own(
     # Each lists its own namespace's runs; the admin sees both.
     assert {r.run_id for r in alice.list_runs(namespace="team-a").runs} >= {made_a["run"]}
     assert made_a["bob_run"] not in {r.run_id for r in alice.list_runs(namespace="team-a").runs}
-    assert [r.run_id for r in bob.list_runs(namespace="team-b").runs] == [made_a["bob_run"]]
+    bobs = {r.run_id for r in bob.list_runs(namespace="team-b").runs}
+    assert made_a["bob_run"] in bobs and made_a["run"] not in bobs
     everyone = {r.run_id for r in root.list_runs(page_size=100).runs}
     assert {made_a["run"], made_a["bob_run"]} <= everyone
     # Another namespace's run, experiment and list: 403 as KFP, naming the namespace.
@@ -559,6 +561,27 @@ def _template(path: str) -> str:
     path = path.replace("/models/nothing/versions/1/", "/models/{name}/versions/{version}/")
     path = path.replace("/principals/token/zed", "/principals/{kind}/{name}")
     return path
+
+
+def test_one_of_two_namespaces_is_chosen_to_start_a_run_from_the_ui(
+    team: Team, made_a: dict[str, str], page: Any
+) -> None:
+    from test_ui_browser import expect
+
+    page.goto(f"/runs/new?version={made_a['vid']}&token={team.tokens['mia']}")
+    expect(page.locator("#launch-form")).to_be_visible()
+    expect(page.locator("#whoami")).to_contain_text("mia · editor")
+    page.fill("#run-name", "mia's")
+    page.select_option("#run-experiment", label="Default (team-b)")
+    page.locator("#launch").click()
+    expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]+$"))
+    expect(page.locator("#run-created-by")).to_have_text("mia")
+    run_id = page.url.rsplit("/", 1)[-1]
+    run = team.call("mia", "GET", f"/api/v1/runs/{run_id}").json()
+    assert run["namespace"] == "team-b" and run["created_by"] == "mia"
+    # Without a namespace chosen, one who holds two is asked to name one (400).
+    answer = team.call("mia", "POST", "/api/v1/runs", json={"pipeline_version_id": made_a["vid"]})
+    assert answer.status_code == 400 and "team-a, team-b" in answer.json()["error"]
 
 
 def test_headwater_ui_over_the_teams_store_keeps_the_same_rules(

@@ -133,7 +133,7 @@ def new_run_page(
     return render(
         "new_run.html", path=path, pipeline_name=pipeline_name, form=form, error=error,
         version=chosen, pipelines=pipelines, experiments=experiments, experiment=experiment,
-        queued=queued, title="Start a run",
+        queued=queued, title="Start a run", namespaces=held or [],
     )  # fmt: skip
 
 

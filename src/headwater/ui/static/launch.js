@@ -69,6 +69,8 @@ function setupLaunch() {
       if (name && name.value.trim()) body.display_name = name.value.trim();
       const experiment = form.querySelector("[name=experiment_id]");
       if (experiment && experiment.value) body.experiment_id = experiment.value;
+      const chosen = experiment && experiment.selectedOptions[0];
+      if (chosen && chosen.dataset.namespace) body.namespace = chosen.dataset.namespace;
       button.disabled = true;
       const started = await postJSON("/api/v1/runs", body);
       location.href = started.url;
