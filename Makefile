@@ -28,7 +28,7 @@ demo: $(STAMP)
 	HEADWATER_HOME=$${HEADWATER_HOME:-$(CURDIR)/.headwater-demo} $(BIN)/python examples/demo.py
 
 test: $(STAMP)
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+	$(BIN)/pytest -q -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

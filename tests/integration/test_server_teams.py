@@ -17,8 +17,7 @@ from kfp_server_api.exceptions import ApiException
 from server_harness import kfp_client, made, running_server, wait_state
 from team_server import PROXY, Team, add_token, cli
 
-# One worker runs them all: the team server, its runs and the browser are made once.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("team-server")]
+pytestmark = pytest.mark.integration
 
 P = "/apis/v2beta1"
 DONE = ("SUCCEEDED", "FAILED", "CANCELED")

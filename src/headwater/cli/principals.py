@@ -28,12 +28,16 @@ def add_parsers(
     server: argparse.ArgumentParser, parser_class: type[argparse.ArgumentParser]
 ) -> None:
     """Register `tokens`, `users` and `audit` under `headwater server`."""
-    sub = server.add_subparsers(dest="server_command", parser_class=parser_class, metavar="")
+    sub = server.add_subparsers(
+        dest="server_command",
+        parser_class=parser_class,
+        metavar="{tokens,users,audit}",
+        title="team commands (without one: serve)",
+    )
     for group, kind in _KINDS.items():
         parser = sub.add_parser(
             group,
-            help=f"manage the {group} of a team server (personal tokens, or users a trusted "
-            "proxy names)"
+            help="manage the personal tokens of a team server (roles and namespaces)"
             if kind == "token"
             else "manage the users a trusted proxy names (--trusted-proxy)",
         )

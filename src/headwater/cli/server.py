@@ -34,7 +34,11 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "and its JSON API (/api/v1) on one port, and execute the runs submitted to it.",
     )
     add_listen_options(
-        server, port=8888, token_help="require this token on every request", body_limit=True
+        server,
+        port=8888,
+        token_help="the server's own token, an admin's (without personal tokens or a trusted "
+        "proxy, every request must carry it)",
+        body_limit=True,
     )
     server.add_argument(
         "--executor", default="local", help="executor of the runs: local (default) or dask"
