@@ -373,6 +373,23 @@ def test_principals_are_managed_in_one_line_each(tmp_path: Path) -> None:
     with sqlite3.connect(home / "metadata.db") as db:
         (stored,) = db.execute("SELECT token_hash FROM principals WHERE name = 'erin'").fetchone()
     assert len(stored) == 64 and not stored.startswith("hwt_")
+    # The store named after `server`, as the server itself takes it, is the one changed.
+    import subprocess
+    import sys
+
+    from server_harness import server_env
+
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    added = subprocess.run(
+        [sys.executable, "-m", "headwater", "server", "--metadata-url", other,
+         "tokens", "add", "gus", "--role", "admin"],
+        env=server_env(home), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert [
+        p["name"] for p in json.loads(cli(home, "tokens", "list", "--json", url=other).stdout)
+    ] == ["gus"]
+    assert "gus" not in cli(home, "tokens", "list").stdout
     for args, says in (
         (("tokens", "add", "erin", "--role", "viewer", "--namespace", "team-e"), "exists already"),
         (("tokens", "add", "fay", "--role", "editor"), "needs a namespace"),

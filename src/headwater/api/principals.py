@@ -7,7 +7,9 @@ its SHA-256.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +17,7 @@ from headwater.access import ROLES, check_namespace, check_principal_name, hash_
 from headwater.api import iso_time
 from headwater.api._store import MetadataArg, reading
 from headwater.errors import InvalidArgumentError
-from headwater.metadata.base import PrincipalRecord
+from headwater.metadata.base import MetadataStore, PrincipalRecord
 
 __all__ = ["KINDS", "NewPrincipal", "add_principal", "list_principals", "remove_principal"]
 
@@ -65,8 +67,6 @@ def add_principal(
             editor without a namespace.
         ConflictError: One of that kind has that name.
     """
-    from headwater.metadata import open_store
-
     if kind not in KINDS:
         raise InvalidArgumentError(f"kind {kind!r}: token or user")
     if role not in ROLES:
@@ -88,12 +88,8 @@ def add_principal(
         created_at=time.time(),
         created_by=created_by,
     )
-    store = metadata if not isinstance(metadata, (str, type(None))) else open_store(metadata)
-    try:
+    with _changing(metadata) as store:
         store.add_principal(record)
-    finally:
-        if store is not metadata:
-            store.close()
     return NewPrincipal(record, secret)
 
 
@@ -111,14 +107,24 @@ def remove_principal(kind: str, name: str, *, metadata: MetadataArg = None) -> b
     Raises:
         NotFoundError: There is no such principal.
     """
-    from headwater.metadata import open_store
-
     if kind not in KINDS:
         raise InvalidArgumentError(f"kind {kind!r}: token or user")
-    store = metadata if not isinstance(metadata, (str, type(None))) else open_store(metadata)
-    try:
+    with _changing(metadata) as store:
         store.remove_principal(kind, name)
         return store.has_principals()
+
+
+@contextlib.contextmanager
+def _changing(metadata: MetadataArg) -> Iterator[MetadataStore]:
+    """The store to change: the one given, left open; else opened (made or migrated, as the
+    first principal of a new server's store is added before the server starts) and closed."""
+    from headwater.metadata import open_store
+
+    if isinstance(metadata, MetadataStore):
+        yield metadata
+        return
+    store = open_store(metadata)
+    try:
+        yield store
     finally:
-        if store is not metadata:
-            store.close()
+        store.close()

@@ -106,7 +106,8 @@ def cmd_principals(args: argparse.Namespace) -> int:
     from headwater.api import principals
 
     kind = _KINDS[args.server_command]
-    url = args.metadata_url or config.metadata_url()
+    # `headwater server --metadata-url URL tokens ...` names the store as the server takes it.
+    url = getattr(args, "server_metadata_url", None) or args.metadata_url or config.metadata_url()
     if url == config.metadata_url():
         config.home().mkdir(parents=True, exist_ok=True)
     if args.action == "add":
