@@ -40,6 +40,7 @@ __all__ = [
     "home",
     "home_command",
     "metadata_url",
+    "namespace_home",
     "pipeline_root",
     "rmm_pool_size",
     "run_id",
@@ -49,6 +50,7 @@ __all__ = [
     "s3_retries",
     "serve_changes",
     "serve_config",
+    "task_requests",
     "token",
 ]
 
@@ -63,6 +65,10 @@ TASK_RUN_ENV = (RUN_ID_ENV, METADATA_URL_ENV)
 #: Set by Headwater in every task's environment (by the task's process, so never part of its
 #: cache key): the file a task writes to say its outcome is a failure (`headwater.outcome`).
 TASK_OUTCOME_ENV = "HEADWATER_TASK_OUTCOME"
+#: Set by Headwater in the environment of a sandboxed task: the file where it asks the engine
+#: for what it may not do itself (register a model, deploy one: `components.registration`),
+#: carried out for its own run when it has ended.
+TASK_REQUESTS_ENV = "HEADWATER_TASK_REQUESTS"
 #: The image compiled components name.
 COMPONENT_IMAGE_ENV = "HEADWATER_COMPONENT_IMAGE"
 # Containers: which tasks run in their images, by which runtime, with which extra arguments.
@@ -145,6 +151,14 @@ def envs_dir() -> Path:
     return home() / "envs"
 
 
+def namespace_home(namespace: str) -> Path:
+    """What a namespace of a multi-user server has of its own: its secrets, config maps and
+    volumes (`$HEADWATER_HOME/namespaces/NAMESPACE`, laid out as the home's own)."""
+    if not namespace or "/" in namespace or namespace in (".", ".."):
+        raise ConfigError(f"{namespace!r} is not a namespace name")
+    return home() / "namespaces" / namespace
+
+
 def metadata_url() -> str:
     """`HEADWATER_METADATA_URL`, default SQLite at `$HEADWATER_HOME/metadata.db`."""
     return os.environ.get(METADATA_URL_ENV) or f"sqlite:///{home() / 'metadata.db'}"
@@ -153,6 +167,12 @@ def metadata_url() -> str:
 def run_id() -> str | None:
     """The run this process is a task of (`HEADWATER_RUN_ID`, set by the engine); else None."""
     return os.environ.get(RUN_ID_ENV) or None
+
+
+def task_requests() -> str | None:
+    """`HEADWATER_TASK_REQUESTS`: where a sandboxed task writes what it asks of the engine
+    (one JSON object a line); None outside a sandboxed task."""
+    return os.environ.get(TASK_REQUESTS_ENV) or None
 
 
 # --- components --------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ The tree::
     │   ├── RunClaimedError             resuming a run another engine is running (names pid@host)
     │   ├── PlatformError               a kfp-kubernetes setting we cannot honour (missing secret)
     │   ├── ContainerError              no container runtime, or an image it cannot find or pull
+    │   ├── SandboxError                a task's sandbox cannot be made here, or a task asks for
+    │   │                               what its sandbox does not show (another namespace's file)
     │   ├── NotFoundError               an unknown run, artifact or execution id
     │   ├── ConflictError               a name taken, or a record in a state that forbids the change
     │   ├── PermissionDeniedError       a team server's principal may not do this (HTTP 403)
@@ -128,6 +130,11 @@ class PlatformError(UserError):
 class ContainerError(UserError):
     """A task that must run in its image cannot: no container runtime is found, or the image
     cannot be found or pulled. The message names the image, the runtime and the fix."""
+
+
+class SandboxError(UserError):
+    """A task's sandbox cannot be made (bubblewrap missing, user namespaces off), or the task
+    asks for something its sandbox may not show. The message names what and the fix."""
 
 
 class NotFoundError(UserError):

@@ -16,6 +16,7 @@ from headwater.spec.placeholders import PlaceholderContext
 
 if TYPE_CHECKING:
     from headwater.platform.pod import TaskPlatform
+    from headwater.sandbox.policy import SandboxPolicy
 
 
 class TaskState(str, enum.Enum):
@@ -165,6 +166,11 @@ class Launch:
     log_limit: int | None = None
     #: The container image it runs in, and how; None to run on the host.
     in_image: InImage | None = None
+    #: How it is isolated (`headwater.sandbox`): on the host, in a sandbox of its own; in its
+    #: image, with only its own paths mounted. None: as it is.
+    sandbox: SandboxPolicy | None = None
+    #: Its cpu (cores) and memory (bytes) limits, 0 for none: enforced in a sandbox or an image.
+    limits: tuple[float, float] = (0.0, 0.0)
 
 
 @dataclass
@@ -195,6 +201,10 @@ class TaskResult:
     log_bytes: bytes | None = None
     #: The container it ran in, `{"runtime", "image", "digest"}`; None when on the host.
     container: dict[str, str] | None = None
+    #: The sandbox it ran in, and what it enforced (`sandbox.join.RECORD_FILE`); None: none.
+    sandbox: dict[str, Any] | None = None
+    #: What the sandboxed task asked the engine to do for it (`config.TASK_REQUESTS_ENV`).
+    requests: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

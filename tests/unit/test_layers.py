@@ -28,7 +28,7 @@ LAYERS: dict[int, set[str]] = {
     4: {"engine"},
     3: {"executors", "caching"},  # run services
     2: {"metadata", "artifacts"},  # stores
-    1: {"task", "spec", "platform", "loading", "machine", "models", "step_metrics"},  # vocabulary
+    1: {"task", "spec", "platform", "sandbox", "loading", "machine", "models", "step_metrics"},
     0: {
         "errors",
         "config",

@@ -156,6 +156,8 @@ class TaskDetails:
     worker: str | None = None
     #: The container it ran in (`{"runtime", "image", "digest"}`); None on the host.
     container: dict[str, Any] | None = None
+    #: The sandbox it ran in and what it enforced (`headwater.sandbox`); None: none.
+    sandbox: dict[str, Any] | None = None
     #: The same artifacts by id (`headwater artifacts show ID`, KFP's `artifact_ids`).
     input_artifact_ids: dict[str, list[int]] = field(default_factory=dict)
     output_artifact_ids: dict[str, list[int]] = field(default_factory=dict)
@@ -187,6 +189,7 @@ class TaskDetails:
             executor=e.executor,
             worker=e.worker,
             container=e.container,
+            sandbox=e.sandbox,
             input_artifact_ids=ids["INPUT"],
             output_artifact_ids=ids["OUTPUT"],
         )
@@ -228,6 +231,7 @@ class TaskDetails:
             "executor": self.executor,
             "worker": self.worker,
             "container": self.container,
+            "sandbox": self.sandbox,
         }
 
 

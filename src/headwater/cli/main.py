@@ -133,6 +133,19 @@ def _add_run(sub: Any) -> None:
         "components, when a runtime is found), always (Python components too), never (all on "
         "this machine); default $HEADWATER_CONTAINERS, else auto",
     )
+    run.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run each task on this machine in a sandbox of its own (bubblewrap): it sees the "
+        "system and Python read-only, its own inputs and outputs, no other file or process",
+    )
+    run.add_argument(
+        "--sandbox-read",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="with --sandbox: a path every task may read besides its own (repeatable)",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="stream task output")
     run.add_argument(
         "--executor",
@@ -195,6 +208,13 @@ def run_options(
     if args.scheduler and args.executor != "dask":
         raise UserError("--scheduler is for --executor dask: add --executor dask")
     executor_options: dict[str, Any] = {}
+    if args.sandbox_read and not args.sandbox:
+        raise UserError("--sandbox-read is for sandboxed tasks: add --sandbox")
+    sandbox = None
+    if args.sandbox:
+        from headwater.sandbox import SandboxPolicy
+
+        sandbox = SandboxPolicy(readable=tuple(os.path.abspath(p) for p in args.sandbox_read))
     if args.executor == "local":
         executor_options["server"] = server
     else:
@@ -209,8 +229,17 @@ def run_options(
         install_packages=args.install_packages,
         strict_resources=args.strict_resources,
         containers=args.containers,
+        sandbox=sandbox,
+        requests=None if sandbox is None else _requests(args),
         **executor_options,
     )
+
+
+def _requests(args: argparse.Namespace) -> Any:
+    """Who does what sandboxed tasks ask (register, deploy a model) for `headwater run`."""
+    from headwater.components.requests import RunRequests
+
+    return RunRequests(args.run_metadata_url or args.metadata_url)
 
 
 def _cmd_run(args: argparse.Namespace, server: PrestartedServer | None) -> int:
@@ -370,7 +399,7 @@ def _prestart(argv: Sequence[str]) -> PrestartedServer | None:
     from headwater.executors.prestart import PrestartedServer
 
     try:
-        return PrestartedServer()
+        return PrestartedServer(sandboxed="--sandbox" in rest)
     except OSError:  # no process to spare: the executor tries again, and says why
         return None
 

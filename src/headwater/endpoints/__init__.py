@@ -25,13 +25,16 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.api import iso_time
 from headwater.api._store import MetadataArg, reading, writing
 from headwater.endpoints.settings import DeploySettings
 from headwater.errors import NotFoundError
 from headwater.metadata.base import EndpointRecord
+
+if TYPE_CHECKING:
+    from headwater.sandbox.policy import SandboxPolicy
 
 __all__ = [
     "DeploySettings",
@@ -119,6 +122,7 @@ def deploy_model(
     run_id: str | None = None,
     task: str | None = None,
     metadata: str | None = None,
+    sandbox: SandboxPolicy | None = None,
     **settings: Any,
 ) -> Deployment:
     """Serve `model` as endpoint `name` in a server of its own, and record it.
@@ -131,6 +135,8 @@ def deploy_model(
         task: The task deploying it, recorded with it.
         metadata: The metadata store's SQLAlchemy URL (default `HEADWATER_METADATA_URL`, or
             SQLite in `$HEADWATER_HOME`); the server resolves registry names there.
+        sandbox: Run the server in a sandbox that shows it the model's files and nothing
+            else of the machine (a sandboxed run's deploy, `headwater.sandbox`).
         **settings: How the server runs, as keywords: the fields of `DeploySettings` (host,
             port, workers, batching; each with its meaning and default there), e.g.
             `workers=2`.
@@ -168,6 +174,7 @@ def deploy_model(
             settings=wanted,
             run_id=run_id,
             task=task,
+            sandbox=sandbox,
         )
     finally:
         store.close()

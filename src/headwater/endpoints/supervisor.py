@@ -36,7 +36,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from headwater import config
 from headwater.endpoints.settings import DeploySettings
@@ -46,6 +46,9 @@ from headwater.metadata.base import EndpointRecord, MetadataStore
 from headwater.processes import process_alive, process_start
 from headwater.security import check_bind, read_token
 from headwater.serving.resolve import NAME_PATTERN, resolve
+
+if TYPE_CHECKING:
+    from headwater.sandbox.policy import SandboxPolicy
 
 #: How long `deploy` waits for a new server to answer ready (loading torch takes a while).
 READY_TIMEOUT_S = 300.0
@@ -70,8 +73,13 @@ def deploy(
     run_id: str | None = None,
     task: str | None = None,
     ready_timeout: float = READY_TIMEOUT_S,
+    sandbox: SandboxPolicy | None = None,
 ) -> tuple[EndpointRecord, str]:
     """Start (or update) the server `name` serving the model `spec` and record it.
+
+    With `sandbox` (a sandboxed run's deploy), the server runs in a sandbox of its own that
+    shows the model's files read-only and no store: it serves the model by its path (a new
+    model restarts it, which cannot see another file).
 
     Args:
         spec: A MODEL spec without an alias (`NAME`, `NAME:VERSION`, `NAME@STAGE`, an
@@ -83,6 +91,7 @@ def deploy(
         run_id: The run deploying it (recorded).
         task: The task deploying it (recorded).
         ready_timeout: Seconds to wait for a new server to answer ready.
+        sandbox: The sandbox of a sandboxed run's server (see above); None: none.
 
     Returns:
         The endpoint as recorded, and what was done: "started", "updated", "restarted"
@@ -104,6 +113,8 @@ def deploy(
     # Pin a registry name to the version it names now, so the server serves what we record;
     # a file by its absolute path (the server's working directory may not be ours).
     pinned = source.registered or source.uri or source.path or spec
+    if sandbox is not None:
+        pinned = source.path or source.uri or spec
     model = {
         "name": name,
         "version": source.version,
@@ -128,7 +139,7 @@ def deploy(
             served = existing.models[0] if existing.models else {}
             if same_settings and _same_model(served, model):
                 return existing, "unchanged"
-            if same_settings:
+            if same_settings and sandbox is None:
                 swapped = _swap_model(existing, pinned)
                 updated = replace(
                     existing, models=[{**model, "version": swapped}], run_id=run_id, task=task
@@ -140,7 +151,7 @@ def deploy(
         def record(started: EndpointRecord) -> None:
             store.save_endpoint(replace(started, models=[model], run_id=run_id, task=task))
 
-        started = _start(pinned, name, settings, metadata_url, ready_timeout, record)
+        started = _start(pinned, name, settings, metadata_url, ready_timeout, record, sandbox)
         return store.get_endpoint(name) or started, action
 
 
@@ -226,6 +237,7 @@ def _start(
     metadata_url: str,
     ready_timeout: float,
     record: Callable[[EndpointRecord], None],
+    sandbox: SandboxPolicy | None = None,
 ) -> EndpointRecord:
     """Start `headwater serve NAME=SPEC` as a service and wait until it answers ready.
 
@@ -238,6 +250,16 @@ def _start(
     log_path = folder / f"{name}.log"
     argv = [sys.executable, "-m", "headwater", "serve", f"{name}={spec}", *settings.serve_args()]
     env = {**os.environ, SERVICE_ENV: f"endpoint:{name}", config.METADATA_URL_ENV: metadata_url}
+    if sandbox is not None:  # the model's files only, no store: `spec` is its path
+        from headwater.sandbox.command import sandboxed_argv
+
+        argv, env = sandboxed_argv(
+            argv,
+            sandbox,
+            readable=[spec],
+            env={SERVICE_ENV: f"endpoint:{name}", config.METADATA_URL_ENV: "sqlite://"},
+            lasting=True,
+        )
     with log_path.open("ab") as log:
         offset = log.tell()
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(argv[1:])}\n".encode())
@@ -245,7 +267,7 @@ def _start(
         # Spawned, not a Popen: nothing here waits for it or warns when it outlives us. Its own
         # session makes it its own process group: not the task's, and stoppable as one.
         pid = os.posix_spawn(
-            sys.executable,
+            argv[0],
             argv,
             env,
             file_actions=[

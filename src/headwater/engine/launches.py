@@ -92,6 +92,12 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
     env = {k: str(resolve_value(v, ctx)) for k, v in env.items()} | dict(context.env)
     settings = ir.kubernetes.get(label)
     in_image = _in_image(context, container, settings.raw if settings else None, ctx)
+    sandbox = context.sandbox
+    limits = (0.0, 0.0)
+    if sandbox is not None and in_image is None:  # an image's are `in_image`'s
+        from headwater.engine.resources import resource_limits
+
+        limits = resource_limits(container.get("resources") or {}, ctx)
     return Launch(
         task_id=task.id,
         name=task.name,
@@ -114,6 +120,8 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
         task_root=uri(*parts),
         log_limit=context.log_limit,
         in_image=in_image,
+        sandbox=sandbox,
+        limits=limits,
         platform=None
         if settings is None
         else settings.plan(
@@ -124,7 +132,7 @@ def build_launch(ir: PipelineIR, context: RunContext, task: TaskRun) -> Launch:
             parameters=task.parameters,
             resolve=lambda selector: parameter(task, selector, context),
             workdir=workdir,
-            home=config.home(),
+            home=context.platform_home or config.home(),
             in_image=in_image is not None,
         ),
     )

@@ -14,6 +14,7 @@ from typing import Any
 from headwater import config
 from headwater.caching.base import TaskCache
 from headwater.engine.hooks import RunHooks
+from headwater.engine.requests import TaskRequests, carry_out
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunStateMachine
 from headwater.errors import EngineError, ExecutorLostError, UserError
@@ -46,8 +47,13 @@ class EngineLoop:
         run: Run,
         *,
         resume: bool = False,
+        requests: TaskRequests | None = None,
+        store: Any = None,
     ) -> None:
         self.machine = machine
+        #: Who carries out sandboxed tasks' requests, on which store (`engine.requests`).
+        self.requests = requests
+        self.store = store
         self.executor = executor
         self.pool = pool
         self.cache = cache
@@ -129,6 +135,10 @@ class EngineLoop:
                 continue
             for result in self.executor.wait(min(timeouts)):
                 self.pool.release(result.task_id)
+                if result.requests:  # a sandboxed task's: carried out here, for it
+                    asked = machine.tasks[result.task_id].launch
+                    assert asked is not None
+                    result = carry_out(self.requests, result, asked, self.run_.run_id, self.store)
                 self._feed(result)
 
     def _cached(self, launch: Launch) -> bool:
@@ -210,6 +220,7 @@ class EngineLoop:
                 info.worker = task.worker or None
                 info.log_uri = task.log_uri or None
                 info.container = task.container
+                info.sandbox = task.sandbox
                 if task.launch is not None:
                     info.log_path = str(task.launch.log_path)
                     info.resources = {k: v for k, v in vars(task.launch.resources).items() if v}

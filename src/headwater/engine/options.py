@@ -13,9 +13,11 @@ from headwater.errors import UserError
 if TYPE_CHECKING:
     from headwater.caching.base import TaskCache
     from headwater.engine.hooks import RunHooks
+    from headwater.engine.requests import TaskRequests
     from headwater.executors.base import Executor
     from headwater.metadata.base import MetadataStore
     from headwater.metadata.recorder import RunStores
+    from headwater.sandbox.policy import SandboxPolicy
 
 __all__ = ["RunOptions"]
 
@@ -51,6 +53,13 @@ class RunOptions:
             (default `$HEADWATER_CONTAINERS`, else auto; see `headwater.executors.containers`).
         cache_scope: Reuse only the results of runs with the same scope (`headwater server`
             gives a run's namespace: as KFP's, the cache does not cross namespaces).
+        sandbox: Run each task on the host in a sandbox of its own (`headwater.sandbox`:
+            `--sandbox`, and every run of a multi-user `headwater server`); None: no sandbox.
+        namespace: The namespace of a multi-user server whose run this is: its tasks get the
+            namespace's own secrets, config maps, volumes and package environments
+            (`$HEADWATER_HOME/namespaces/NS`); "" for the machine's.
+        requests: Who carries out what sandboxed tasks ask of the engine (register a model,
+            deploy one; `headwater.components.registration.RunRequests`); None: no one.
     """
 
     executor: str | Executor = "local"
@@ -65,6 +74,9 @@ class RunOptions:
     strict_resources: bool = False
     containers: str | None = None
     cache_scope: str = ""
+    sandbox: SandboxPolicy | None = None
+    namespace: str = ""
+    requests: TaskRequests | None = None
 
     @classmethod
     def build(cls, options: RunOptions | None = None, **settings: Any) -> RunOptions:

@@ -352,6 +352,7 @@ def _execution(run_id: str, snap: dict[str, Any]) -> ExecutionRecord:
         executor=snap["executor"],
         worker=snap["worker"],
         container=snap["container"],
+        sandbox=snap["sandbox"],
     )
 
 
@@ -389,6 +390,7 @@ def _snapshot(task: TaskRun) -> dict[str, Any]:
         "executor": task.executor or None,
         "worker": task.worker or None,
         "container": task.container,
+        "sandbox": task.sandbox,
         "error": None if error is None else vars(error),
         "attempts": task.attempts,
     }

@@ -37,6 +37,8 @@ class TaskInfo:
     log_uri: str | None = None
     #: The container it ran in (`{"runtime", "image", "digest"}`); None on the host.
     container: dict[str, str] | None = None
+    #: The sandbox it ran in and what it enforced (`headwater.sandbox`); None: none.
+    sandbox: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The `tasks[]` entry of `headwater run --json`; a failed task's adds its `error`."""
@@ -47,6 +49,7 @@ class TaskInfo:
             "executor": self.executor,
             "worker": self.worker,
             "container": self.container,
+            "sandbox": self.sandbox,
         }
         if self.state == "FAILED":
             entry["error"] = None if self.error is None else vars(self.error)

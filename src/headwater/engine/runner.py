@@ -127,8 +127,14 @@ def executor_for(options: RunOptions) -> Executor:
 
     if not isinstance(options.executor, str):
         raise TypeError("executor_for needs an executor given by name")
+    extra: dict[str, Any] = {}
+    if options.sandbox is not None and options.executor == "local":
+        extra["sandboxed"] = True  # its fork server starts without the machine's secrets
     return create(
-        options.executor, install_packages=options.install_packages, **options.executor_options
+        options.executor,
+        install_packages=options.install_packages,
+        **options.executor_options,
+        **extra,
     )
 
 
@@ -165,6 +171,10 @@ def execute(
     from headwater.executors.packages import prepare_packages
 
     options.check()
+    if options.sandbox is not None:
+        from headwater.sandbox import check_available
+
+        check_available()  # one line naming what is missing, before anything runs
     log_limit = config.task_log_limit()
     metadata, hooks = options.metadata, options.hooks
     with contextlib.ExitStack() as stack:
@@ -183,7 +193,13 @@ def execute(
         python_path = (
             ()
             if backend.resolves_packages
-            else prepare_packages(ir, install=options.install_packages, skip=containers.wants_image)
+            else prepare_packages(
+                ir,
+                install=options.install_packages,
+                skip=containers.wants_image,
+                scope=options.namespace,
+                sandbox=options.sandbox,
+            )
         )
         root = options.pipeline_root or config.pipeline_root()
         artifacts = store_for(root)
@@ -205,9 +221,11 @@ def execute(
             create_time_utc=created.isoformat().replace("+00:00", "Z"),
             artifact_uri=artifacts.uri_for,
             python_path=python_path,
-            env=_task_run_env(run_id, metadata),
+            env=_task_run_env(run_id, metadata, sandboxed=options.sandbox is not None),
             log_limit=log_limit,
             containers=containers,
+            sandbox=options.sandbox,
+            platform_home=config.namespace_home(options.namespace) if options.namespace else None,
         )
         machine = RunStateMachine(ir, bound, context, artifact_inputs=input_artifacts)
         result = Run(
@@ -240,15 +258,23 @@ def execute(
             ],
             result,
             resume=resuming,
+            requests=options.requests,
+            store=stores.full() if options.requests is not None else None,
         )
         loop.run()
         return result
 
 
-def _task_run_env(run_id: str, metadata: MetadataStore | RunStores | str | None) -> dict[str, str]:
+def _task_run_env(
+    run_id: str, metadata: MetadataStore | RunStores | str | None, *, sandboxed: bool
+) -> dict[str, str]:
     """What every task is told of its run (`config.TASK_RUN_ENV`): its id and, unless the
-    caller passed a store object (whose URL may hide a password), the store's URL."""
+    caller passed a store object (whose URL may hide a password) or the tasks are sandboxed
+    (they never see the store: `components.registration` asks the engine instead), the
+    store's URL."""
     env = {config.RUN_ID_ENV: run_id}
+    if sandboxed:
+        return env
     if metadata is None or isinstance(metadata, str):
         env[config.METADATA_URL_ENV] = metadata or config.metadata_url()
     return env

@@ -132,6 +132,7 @@ class RunStateMachine:
         if result.worker:
             task.worker = result.worker
         task.container = None if result.cached else result.container
+        task.sandbox = None if result.cached else result.sandbox
         if result.log_uri:
             task.log_uri = result.log_uri
         if result.ok:

@@ -18,6 +18,7 @@ from headwater.task import Launch, Outputs, TaskError, TaskState
 
 if TYPE_CHECKING:
     from headwater.executors.containers import ContainerPolicy
+    from headwater.sandbox.policy import SandboxPolicy
 
 #: Final-status strings as KFP's backend reports them to exit handlers (MLMD states).
 FINAL_STATUS = {
@@ -46,6 +47,11 @@ class RunContext:
     log_limit: int | None = None
     #: Which tasks run in their container images, and how (None: all on the host).
     containers: ContainerPolicy | None = None
+    #: How tasks on the host are sandboxed (None: they are not).
+    sandbox: SandboxPolicy | None = None
+    #: Where the run's secrets, config maps and volumes are (`$HEADWATER_HOME`, or its
+    #: namespace's folder on a multi-user server); None: `$HEADWATER_HOME`.
+    platform_home: Path | None = None
 
     def placeholders(
         self, task: TaskRun, executor_input: dict[str, Any] | None = None
@@ -126,6 +132,8 @@ class TaskRun:
     worker: str = ""
     #: The container its latest attempt ran in (`TaskResult.container`); None on the host.
     container: dict[str, str] | None = None
+    #: The sandbox its latest attempt ran in (`TaskResult.sandbox`); None when none.
+    sandbox: dict[str, Any] | None = None
     #: Where the latest attempt's log went when not at its launch's `log_path` (a URI).
     log_uri: str = ""
 

@@ -64,10 +64,11 @@ class TaskHost:
     ever work the fork server's reports at once.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, sandboxed: bool = False) -> None:
         from headwater.executors.local import LocalExecutor
 
-        self._executor = LocalExecutor()
+        # A host of sandboxed tasks has a fork server of its own, without the worker's secrets.
+        self._executor = LocalExecutor(sandboxed=sandboxed)
         self._lock = threading.Lock()
         self._waiting: dict[int, Future[TaskResult]] = {}
         self._runs: defaultdict[str, set[int]] = defaultdict(set)
@@ -193,7 +194,8 @@ class HeadwaterPlugin(WorkerPlugin):
     idempotent = True  # registered again by each engine: keep the first, and its warm server
 
     def __init__(self) -> None:
-        self.host: TaskHost | None = None
+        #: The fork servers of this worker: for tasks run as they are, and for sandboxed ones.
+        self.hosts: dict[bool, TaskHost] = {}
         self._lock = threading.Lock()
 
     def setup(self, worker: Any) -> None:
@@ -204,8 +206,8 @@ class HeadwaterPlugin(WorkerPlugin):
         watch = worker.periodic_callbacks.pop(_WATCH, None)
         if watch is not None:
             watch.stop()
-        if self.host is not None:
-            self.host.close()
+        for host in list(self.hosts.values()):
+            host.close()
 
     def watch(self, worker: Any) -> None:
         """Look every `LEASE_CHECK_S` for attempts whose engine gave them up, and stop them.
@@ -221,18 +223,17 @@ class HeadwaterPlugin(WorkerPlugin):
         watch.start()
 
     def _look(self, worker: Any) -> None:
-        host = self.host
-        if host is None:
-            return
-        given_up = [key for key in host.dask_keys() if not _still_wanted(worker, key)]
-        if given_up:
-            host.abandon(given_up)
+        for host in list(self.hosts.values()):
+            given_up = [key for key in host.dask_keys() if not _still_wanted(worker, key)]
+            if given_up:
+                host.abandon(given_up)
 
-    def get_host(self) -> TaskHost:
+    def get_host(self, *, sandboxed: bool = False) -> TaskHost:
+        """The fork server for tasks run as they are, or sandboxed (made on first use)."""
         with self._lock:
-            if self.host is None:
-                self.host = TaskHost()
-            return self.host
+            if sandboxed not in self.hosts:
+                self.hosts[sandboxed] = TaskHost(sandboxed=sandboxed)
+            return self.hosts[sandboxed]
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # what travels to workers: nothing but the class
@@ -314,7 +315,8 @@ def _run_here(
         return TaskResult(launch.task_id, error=error, retryable=False)
     if python_path:
         launch = dataclasses.replace(launch, python_path=python_path)
-    return _plugin(worker).get_host().run(launch, run_key, dask_key)
+    sandboxed = launch.sandbox is not None and launch.in_image is None
+    return _plugin(worker).get_host(sandboxed=sandboxed).run(launch, run_key, dask_key)
 
 
 def _packages(launch: Launch, install: bool) -> tuple[str, ...]:
@@ -322,7 +324,11 @@ def _packages(launch: Launch, install: bool) -> tuple[str, ...]:
 
     if launch.in_image is not None:
         return ()  # installed in its image, where it runs (`executors.in_image`)
-    return python_path_for(launch.container, install=install)
+    if launch.sandbox is None:
+        return python_path_for(launch.container, install=install)
+    # A sandboxed run's packages are its namespace's, installed by a sandboxed pip.
+    scope = launch.placeholders.pipeline_root
+    return python_path_for(launch.container, install=install, scope=scope, sandbox=launch.sandbox)
 
 
 def _store_log(launch: Launch, local: str, uri: str) -> None:
@@ -343,9 +349,9 @@ def cancel_run(run_key: str, dask_worker: Any = None) -> int:
     """Stop this worker's task processes of `run_key` (run through `Client.run`, which passes
     the worker as `dask_worker`)."""
     plugin = dask_worker.plugins.get(PLUGIN) if dask_worker is not None else None
-    if not isinstance(plugin, HeadwaterPlugin) or plugin.host is None:
+    if not isinstance(plugin, HeadwaterPlugin):
         return 0
-    return plugin.host.cancel(run_key)
+    return sum(host.cancel(run_key) for host in list(plugin.hosts.values()))
 
 
 def relocate(launch: Launch, workdir: Path) -> Launch:

@@ -37,7 +37,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from headwater.errors import ContainerError
@@ -197,13 +197,16 @@ def _packages(runtime: str, ref: str, spec: dict[str, Any], host_env: dict[str, 
     docker = (spec.get("kind") or kind(runtime)) == "docker"
     user = ["--user", f"{os.getuid()}:{os.getgid()}"] if docker else []
 
-    def pip(work: str) -> list[str]:
+    def pip(work: str, names: Sequence[str]) -> list[str]:
+        # The index options' variables by name: their values (URLs that may hold a password)
+        # come from the runtime's environment, never its command line.
         return [
             runtime, "run", "--rm", "--name", _name, "--network=host",
             *(user if os.getuid() else []),
             *[part for k, v in spec["labels"].items() for part in ("--label", f"{k}={v}")],
             "-v", f"{work}:{work}:rw", "-v", f"{spec['pip']}:{PIP}/pip:ro",
-            "-e", f"PYTHONPATH={PIP}", "-e", "PIP_NO_CACHE_DIR=1", *spec["args"], ref,
+            "-e", f"PYTHONPATH={PIP}", "-e", "PIP_NO_CACHE_DIR=1",
+            *[part for name in names for part in ("-e", name)], *spec["args"], ref,
             "python3", "-m", "pip",
         ]  # fmt: skip
 
@@ -281,8 +284,9 @@ def container_spec(
     ]
     # A local pipeline root, read-write, as kfp.local mounts it: a component may put its
     # outputs anywhere under it (`dsl.get_uri()`, a URI it sets), and the engine honours that.
+    # A sandboxed run's container gets its own outputs' folders only, as its host tasks do.
     root = local_path(launch.placeholders.pipeline_root)
-    if root:
+    if root and launch.sandbox is None:
         mounts.append([os.path.abspath(root), os.path.abspath(root), False])
     written = {
         os.path.dirname(path)
@@ -333,7 +337,8 @@ def container_spec(
         "digest": spec.digest,
         "pull": spec.pull,
         "python": spec.python,
-        "args": list(spec.args),
+        # A sandboxed run's container gains no privilege from a setuid program in its image.
+        "args": [*(["--security-opt", "no-new-privileges"] if launch.sandbox else []), *spec.args],
         "name": f"{name}-{os.urandom(3).hex()}",
         "labels": labels,
         "mounts": mounts,

@@ -45,12 +45,18 @@ def run_task(payload: dict[str, Any], output: int) -> None:
         os.environ.update(payload.get("env_update") or {})
         # Where the task may say its outcome is a failure (`headwater.outcome`).
         os.environ[OUTCOME_ENV] = os.path.join(payload["workdir"], OUTCOME_FILE)
-        _extend_python_path(payload.get("python_path") or [])
+        sandbox = payload.get("sandbox")
+        if sandbox is None:
+            _extend_python_path(payload.get("python_path") or [])
         in_image = payload.get("in_image") is not None
         before = dict(os.environ)
-        whole_task = payload.get("platform") is not None and _apply_platform(payload, in_image)
-        if not whole_task and payload.get("platform") is not None:
+        platform = payload.get("platform")
+        whole_task = platform is not None and _apply_platform(payload, in_image, sandbox)
+        if not whole_task and platform is not None:
             _mask_secrets(payload)
+        if sandbox is not None and not whole_task:
+            _enter_sandbox(payload, host_env)  # from here on, this process is inside
+            _extend_python_path(payload.get("python_path") or [])
         _download(payload)
         if whole_task:
             code = 0  # CreatePVC / DeletePVC: the platform operation was the whole task
@@ -106,14 +112,45 @@ def _prepare(payload: dict[str, Any]) -> None:
             json.dump(payload["executor_input"], fh)
 
 
-def _apply_platform(payload: dict[str, Any], in_image: bool) -> bool:
+def _apply_platform(payload: dict[str, Any], in_image: bool, sandbox: Any) -> bool:
     """Give the task its kfp-kubernetes env, secret files and mounts (see headwater.platform);
-    a task in its image gets the mounts as its container's volumes."""
+    a task in its image gets the mounts as its container's volumes, a sandboxed one as its
+    sandbox's (`_enter_sandbox`)."""
     from headwater.platform.apply import apply_platform, volume_mounts
 
     if in_image:
         payload["in_image"]["mounts"] += volume_mounts(payload["platform"])
-    return apply_platform(payload, mount=not in_image)
+    return apply_platform(payload, mount=not in_image and sandbox is None)
+
+
+def _enter_sandbox(payload: dict[str, Any], host_env: dict[str, str]) -> None:
+    """Go on inside the task's sandbox (`headwater.sandbox.join`), with the environment the
+    task was given and what of the machine's a sandboxed task inherits, never more.
+
+    The values of its secrets and config maps were read here, outside, where the store is:
+    the sandbox shows copies of those it mounts.
+    """
+    from headwater.sandbox.join import enter
+    from headwater.sandbox.policy import inherited_env
+
+    env = inherited_env(host_env)
+    for name, path in payload["sandbox"].get("secret_env") or ():
+        with open(path, "rb") as fh:  # the namespace's storage credentials
+            env[name] = fh.read().decode("utf-8", "surrogateescape").strip()
+    env.update({k: v for k, v in os.environ.items() if host_env.get(k) != v})
+    env.setdefault("HOME", "/tmp")
+    env.setdefault("TMPDIR", "/tmp")
+    mounts = list((payload.get("platform") or {}).get("mounts") or ())
+    values: dict[str, bytes] = {}
+    if mounts:
+        from headwater.platform.apply import key_files
+
+        for mount in mounts:
+            if mount.get("read_only") and mount.get("source") and not mount.get("owned"):
+                for path in key_files(mount["source"]):
+                    with contextlib.suppress(OSError), open(path, "rb") as fh:
+                        values[path] = fh.read()
+    enter(payload["sandbox"], workdir=payload["workdir"], env=env, mounts=mounts, values=values)
 
 
 def _run_in_image(payload: dict[str, Any], before: dict[str, str], host_env: dict[str, str]) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import itertools
 import json
@@ -20,13 +19,14 @@ from collections.abc import Collection
 from traceback import format_exception
 from typing import IO, Any
 
-from headwater.artifacts import is_remote_uri
+from headwater import config
 from headwater.errors import ContainerError, HeadwaterError, HeadwaterSystemError
 from headwater.executors.base import Executor
 from headwater.executors.containers import python_program
 from headwater.executors.launcher import ERROR_FILE
 from headwater.executors.outputs import collect_outputs, output_plan
-from headwater.executors.prestart import PrestartedServer, start_server
+from headwater.executors.prestart import PrestartedServer, server_env, start_server
+from headwater.executors.staging import stage_remote
 from headwater.outcome import OUTCOME_FILE, read_failed
 from headwater.processes import process_start
 from headwater.spec.placeholders import resolve_args
@@ -46,11 +46,14 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, *, server: PrestartedServer | None = None) -> None:
+    def __init__(self, *, server: PrestartedServer | None = None, sandboxed: bool = False) -> None:
         self._host = socket.gethostname()
-        adopted = None if server is None else server.adopt()
+        #: Tasks run in sandboxes (`headwater.sandbox`): the fork server, which every task is
+        #: a copy of, has none of this process's secrets, and only sandboxed tasks run here.
+        self.sandboxed = sandboxed
+        adopted = None if server is None else server.adopt(sandboxed=sandboxed)
         if adopted is None:
-            self._base_env = dict(os.environ)
+            self._base_env = server_env(sandboxed)
             self._server = start_server(self._base_env)
         else:
             self._server, self._base_env = adopted
@@ -111,8 +114,18 @@ class LocalExecutor(Executor):
             raise HeadwaterSystemError(f"the task fork server has exited: {exc}") from exc
 
     def _payload(self, launch: Launch) -> dict[str, Any]:
-        # The server inherited our environment; send it again only if it has changed since.
-        full_env = dict(os.environ) if os.environ != self._base_env else None
+        if (launch.sandbox is not None) != self.sandboxed and launch.in_image is None:
+            from headwater.errors import SandboxError
+
+            raise SandboxError(
+                f"task {launch.name!r} is {'' if launch.sandbox else 'not '}to be sandboxed, and "
+                f"this executor's tasks are {'' if self.sandboxed else 'not '}: make a "
+                f"LocalExecutor(sandboxed={launch.sandbox is not None}) for its run"
+            )
+        # The server inherited our environment; send it again only if it has changed since
+        # (never to sandboxed tasks: they get what `sandbox.policy.inherited_env` keeps).
+        changed = not self.sandboxed and os.environ != self._base_env
+        full_env = dict(os.environ) if changed else None
         component_input, downloads, uploads = stage_remote(launch)
         program = python_program(launch.container)
         plan = None
@@ -169,6 +182,13 @@ class LocalExecutor(Executor):
         if launch.in_image is not None:
             payload["python_path"] = []  # the image's packages, not this machine's
             payload["in_image"] = self._in_image(launch, payload, component_input)
+        elif launch.sandbox is not None:
+            from headwater.executors.sandboxed import REQUESTS_FILE, sandbox_spec
+
+            payload["sandbox"] = sandbox_spec(launch, payload, component_input)
+            requests = str(launch.workdir / REQUESTS_FILE)
+            payload["env_update"][config.TASK_REQUESTS_ENV] = requests
+            payload["stale"].append(requests)
         return payload
 
     def _in_image(
@@ -180,6 +200,10 @@ class LocalExecutor(Executor):
 
         spec = launch.in_image
         assert spec is not None
+        if launch.sandbox is not None:
+            from headwater.executors.sandboxed import check_inputs
+
+            check_inputs(launch, component_input)  # its inputs are mounted: its own only
         runtime = spec.runtime or self._runtime()
         if not self._swept:
             self._swept = True  # what a killed executor of this machine left, once
@@ -255,6 +279,10 @@ class LocalExecutor(Executor):
                         self._remove_containers([launch], every=False)
                 result.worker = self._host
                 result.container = _container(launch, self._containers.pop(launch.task_id, None))
+                if launch.sandbox is not None and launch.in_image is None:
+                    from headwater.executors.sandboxed import read_back
+
+                    result.sandbox, result.requests = read_back(launch, ok=result.ok)
                 results.append(result)
 
     def _result(self, launch: Launch, submission: int, exitcode: int) -> TaskResult:
@@ -364,51 +392,6 @@ class LocalExecutor(Executor):
         shutil.rmtree(self._spool, ignore_errors=True)
         self._launches.clear()
         self._pids.clear()
-
-
-def stage_remote(
-    launch: Launch,
-) -> tuple[dict[str, Any], list[tuple[str, str]], list[tuple[str, str]]]:
-    """Map remote artifact URIs to local paths under the task's directory.
-
-    Components always get local paths: the task process downloads each remote input to its
-    local path before the component runs, and uploads each output after it succeeded.
-
-    Returns:
-        (the ExecutorInput the component sees, [(uri, local) downloads], [(local, uri) uploads])
-    """
-    executor_input = launch.executor_input
-    remote = [
-        art["uri"]
-        for side in ("inputs", "outputs")
-        for spec in (executor_input[side].get("artifacts") or {}).values()
-        for art in spec["artifacts"]
-        if is_remote_uri(art["uri"])
-    ]
-    if not remote:
-        return executor_input, [], []
-    local_input = copy.deepcopy(executor_input)
-    downloads, uploads = [], []
-    staging = launch.workdir / "artifacts"
-    for side in ("inputs", "outputs"):
-        for slot, spec in (local_input[side].get("artifacts") or {}).items():
-            for index, art in enumerate(spec["artifacts"]):
-                uri = art["uri"]
-                if not is_remote_uri(uri):
-                    continue
-                name = uri.rstrip("/").rsplit("/", 1)[-1]
-                if side == "outputs" and index == 0:
-                    # Outputs share one directory, a mirror of the remote task root, so that
-                    # `dsl.get_uri()` there maps back onto it (see `outputs.settle_outputs`).
-                    local = str(staging / "outputs" / name)
-                else:
-                    local = str(staging / side / slot / str(index) / name)
-                art["uri"] = local
-                if side == "inputs":
-                    downloads.append((uri, local))
-                else:
-                    uploads.append((local, uri))
-    return local_input, downloads, uploads
 
 
 def _container(launch: Launch, known: dict[str, str] | None) -> dict[str, str] | None:

@@ -29,10 +29,13 @@ class LocalOptions:
         install_packages: Install missing `packages_to_install` (the engine does it here).
         server: A fork server started ahead of the executor (`headwater run` starts one while
             it loads), adopted instead of starting another.
+        sandboxed: Its tasks run in sandboxes: the fork server, of which every task is a
+            copy, starts without the machine's secrets (`sandbox.policy.fork_server_env`).
     """
 
     install_packages: bool = False
     server: PrestartedServer | None = None
+    sandboxed: bool = False
 
 
 @dataclass(frozen=True)

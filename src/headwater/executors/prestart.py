@@ -29,6 +29,16 @@ def start_server(base_env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
+def server_env(sandboxed: bool) -> dict[str, str]:
+    """The environment a fork server starts with: this process's, or for sandboxed tasks only
+    what they may inherit (`headwater.sandbox.policy.fork_server_env`)."""
+    if not sandboxed:
+        return dict(os.environ)
+    from headwater.sandbox.policy import fork_server_env
+
+    return fork_server_env(os.environ)
+
+
 class PrestartedServer:
     """A fork server started ahead of the `LocalExecutor` that adopts it, or closes it unused.
 
@@ -42,18 +52,24 @@ class PrestartedServer:
             server.close()  # stops it only if no executor adopted it
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, sandboxed: bool = False) -> None:
         # What the server inherited: the executor sends the environment again with a task
-        # only when it has changed since.
-        self.base_env = dict(os.environ)
+        # only when it has changed since. A server of sandboxed tasks inherits no secret.
+        self.sandboxed = sandboxed
+        self.base_env = server_env(sandboxed)
         self._process: subprocess.Popen[bytes] | None = start_server(self.base_env)
 
-    def adopt(self) -> tuple[subprocess.Popen[bytes], dict[str, str]] | None:
+    def adopt(
+        self, *, sandboxed: bool = False
+    ) -> tuple[subprocess.Popen[bytes], dict[str, str]] | None:
         """Take the server and the environment it was started with; the caller now owns it.
 
         Returns:
-            None when it was taken already or has exited (the caller starts its own).
+            None when it was taken already, has exited, or was started for other tasks than
+            `sandboxed` says (the caller starts its own).
         """
+        if sandboxed != self.sandboxed:
+            return None
         process, self._process = self._process, None
         if process is not None and process.poll() is not None:
             _stop(process)

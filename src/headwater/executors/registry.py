@@ -28,7 +28,8 @@ GROUP = "headwater.executors"
 def _local(options: Mapping[str, Any]) -> Executor:
     from headwater.executors.local import LocalExecutor
 
-    return LocalExecutor(server=options_of(LocalOptions, "local", options).server)
+    settings = options_of(LocalOptions, "local", options)
+    return LocalExecutor(server=settings.server, sandboxed=settings.sandboxed)
 
 
 def _dask(options: Mapping[str, Any]) -> Executor:

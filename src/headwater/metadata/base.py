@@ -39,6 +39,7 @@ from headwater.metadata.records import (
     ExperimentRecord,
     LineageGraph,
     ModelRecord,
+    NamespaceRecord,
     Page,
     PipelineRecord,
     Predicate,
@@ -53,9 +54,10 @@ from headwater.metadata.records import (
 __all__ = [
     "ACTIVE_RUN_STATES", "ENDED_RUN_STATES", "EXECUTION_STATES", "MODEL_STAGES", "RUN_STATES",
     "SCHEMA_HEAD", "ArtifactRecord", "Direction", "EndpointRecord", "EventRecord",
-    "ExecutionRecord", "ExperimentRecord", "LineageGraph", "MetadataStore", "ModelRecord", "Page",
-    "PipelineRecord", "Predicate", "PrincipalRecord", "RecurringRunRecord", "RunRecord",
-    "StepSeriesRecord", "TaskCounts", "VersionRecord", "model_stage",
+    "ExecutionRecord", "ExperimentRecord", "LineageGraph", "MetadataStore", "ModelRecord",
+    "NamespaceRecord", "Page", "PipelineRecord", "Predicate", "PrincipalRecord",
+    "RecurringRunRecord", "RunRecord", "StepSeriesRecord", "TaskCounts", "VersionRecord",
+    "model_stage",
 ]  # fmt: skip
 
 #: Run states: QUEUED until a worker takes it (`headwater server`), RUNNING while an engine
@@ -93,7 +95,7 @@ Direction = Literal["upstream", "downstream", "both"]
 
 #: The newest schema revision (`headwater.metadata.migrations`; a test checks it is the head
 #: of `versions/`). Here, without SQLAlchemy, so that a store can be checked before it opens.
-SCHEMA_HEAD = "0011_principals"
+SCHEMA_HEAD = "0012_sandboxes"
 
 
 class MetadataStore(CatalogStore):

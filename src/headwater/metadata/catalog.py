@@ -10,6 +10,7 @@ from typing import Any
 
 from headwater.metadata.records import (
     ExperimentRecord,
+    NamespaceRecord,
     PipelineRecord,
     PrincipalRecord,
     RecurringRunRecord,
@@ -158,3 +159,21 @@ class CatalogStore(abc.ABC):
     @abc.abstractmethod
     def has_principals(self) -> bool:
         """True if any token or user is recorded (the server is then multi-user)."""
+
+    # -- namespaces' own settings (`headwater server namespaces`) ------------------------------
+
+    @abc.abstractmethod
+    def put_namespace(self, settings: NamespaceRecord) -> None:
+        """Record (or replace) a namespace's settings."""
+
+    @abc.abstractmethod
+    def get_namespace(self, name: str) -> NamespaceRecord | None:
+        """A namespace's settings, if an admin gave it any."""
+
+    @abc.abstractmethod
+    def list_namespace_settings(self) -> list[NamespaceRecord]:
+        """Every namespace's settings, by name."""
+
+    @abc.abstractmethod
+    def remove_namespace(self, name: str) -> None:
+        """Forget a namespace's settings (its runs and files stay). Raises NotFoundError."""

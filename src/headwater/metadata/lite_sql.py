@@ -19,9 +19,9 @@ from headwater.metadata.encoding import artifact_key, json_column
 EXECUTION_FIELDS = (
     "component", "parent_dag", "iteration", "state", "inputs", "outputs", "cache_key",
     "cached_from", "started_at", "finished_at", "log_path", "error", "attempts", "executor",
-    "worker", "container",
+    "worker", "container", "sandbox",
 )  # fmt: skip
-JSON_FIELDS = frozenset({"inputs", "outputs", "error", "container"})
+JSON_FIELDS = frozenset({"inputs", "outputs", "error", "container", "sandbox"})
 INSERT_EXECUTION = (
     f"INSERT INTO executions (run_id, task, {', '.join(EXECUTION_FIELDS)}) "
     f"VALUES (?, ?, {', '.join('?' * len(EXECUTION_FIELDS))})"

@@ -204,6 +204,7 @@ def execution_record(row: Row[Any]) -> ExecutionRecord:
         executor=row.executor,
         worker=row.worker,
         container=row.container,
+        sandbox=row.sandbox,
     )
 
 

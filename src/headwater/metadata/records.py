@@ -16,6 +16,7 @@ __all__ = [
     "ExperimentRecord",
     "LineageGraph",
     "ModelRecord",
+    "NamespaceRecord",
     "Page",
     "PipelineRecord",
     "Predicate",
@@ -98,6 +99,8 @@ class ExecutionRecord:
     worker: str | None = None
     #: The container it ran in (`{"runtime", "image", "digest"}`); None on the host.
     container: dict[str, Any] | None = None
+    #: The sandbox it ran in and what it enforced (`headwater.sandbox`); None: none.
+    sandbox: dict[str, Any] | None = None
 
 
 @dataclass
@@ -298,6 +301,19 @@ class PrincipalRecord:
     token_hash: str | None = None
     created_at: float = 0.0
     created_by: str = ""
+
+
+@dataclass(frozen=True)
+class NamespaceRecord:
+    """What a namespace of a team server has of its own: the pipeline root its runs write
+    under ("" for the server's root, in a folder of the namespace's) and the name of its
+    secret whose keys its sandboxed tasks get as storage credentials ("" for none)."""
+
+    name: str
+    pipeline_root: str = ""
+    storage_secret: str = ""
+    updated_at: float = 0.0
+    updated_by: str = ""
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,8 @@ EXECUTIONS = Table(
     Column("worker", String),
     # The container it ran in: {"runtime", "image", "digest"} (NULL: it ran on the host).
     Column("container", Json),
+    # The sandbox it ran in and what it enforced (NULL: none; `headwater.sandbox`).
+    Column("sandbox", Json),
     UniqueConstraint("run_id", "task"),
 )
 
@@ -343,4 +345,17 @@ PRINCIPALS = Table(
     Column("namespaces", Json, nullable=False),
     Column("created_at", Double, nullable=False),
     Column("created_by", String, nullable=False),
+)
+
+#: What a namespace of a team server has of its own (`headwater server namespaces set`): the
+#: pipeline root its runs write under ("" for the server's, with the namespace's folder) and
+#: the namespace's secret whose keys its tasks get as storage credentials ("" for none).
+NAMESPACE_SETTINGS = Table(
+    "namespace_settings",
+    METADATA,
+    Column("name", String, primary_key=True),
+    Column("pipeline_root", String, nullable=False),
+    Column("storage_secret", String, nullable=False),
+    Column("updated_at", Double, nullable=False),
+    Column("updated_by", String, nullable=False),
 )

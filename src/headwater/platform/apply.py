@@ -111,7 +111,7 @@ def secret_masker(paths: Iterable[str], *, warn: bool = False) -> Masker | None:
 
     values = []
     for path in paths:
-        for key_path in _key_files(path):
+        for key_path in key_files(path):
             try:
                 with open(key_path, "rb") as fh:
                     value = fh.read()
@@ -129,7 +129,7 @@ def secret_masker(paths: Iterable[str], *, warn: bool = False) -> Masker | None:
     return masker if masker else None
 
 
-def _key_files(path: str) -> list[str]:
+def key_files(path: str) -> list[str]:
     """`path` if it is a key's file; for a secret's directory, every file in it (a value
     being replaced, `.tmp-*`, included: masking one value too many costs nothing)."""
     if not os.path.isdir(path):

@@ -213,7 +213,7 @@ def _mount_one(mount: Mapping[str, Any], owned: list[str], stage: str) -> None:
         _mount(source, target, None, MS_BIND | MS_REC)
     else:
         options = "mode=0755" + (
-            f",size={_bytes(mount.get('size') or '')}" if mount.get("size") else ""
+            f",size={quantity_bytes(mount.get('size') or '')}" if mount.get("size") else ""
         )
         _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options)
     if mount.get("read_only"):
@@ -270,7 +270,7 @@ def _kept_flags(path: str) -> int:
     return sum(ms for st, ms in _KEPT_FLAGS if flags & st)
 
 
-def _bytes(quantity: str) -> int:
+def quantity_bytes(quantity: str) -> int:
     """A Kubernetes quantity ('1Gi', '500M', '1024') in bytes, for a tmpfs size."""
     match = _QUANTITY.match(quantity.strip())
     if not match or match.group(2) not in _UNITS:

@@ -123,7 +123,7 @@ def test_the_fork_server_is_started_ahead_only_for_a_local_run(
     argv: list[str], starts: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made: list[str] = []
-    monkeypatch.setattr(prestart, "PrestartedServer", lambda: made.append("server") or made[-1])
+    monkeypatch.setattr(prestart, "PrestartedServer", lambda **_: made.append("server") or made[-1])
 
     assert (cli._prestart(argv) is not None) is starts
     assert len(made) == int(starts)

@@ -67,7 +67,7 @@ def test_the_api_refuses_a_misspelt_option_before_loading_anything() -> None:
     ("name", "options", "known"),
     [
         ("dask", {"schedular": "x"}, "install_packages, scheduler, shared_fs"),
-        ("local", {"shared_fs": True}, "install_packages, server"),
+        ("local", {"shared_fs": True}, "install_packages, sandboxed, server"),
     ],
     ids=["dask", "local"],
 )

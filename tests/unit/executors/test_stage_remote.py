@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from headwater.executors.local import python_program, stage_remote
+from headwater.executors.local import python_program
+from headwater.executors.staging import stage_remote
 from headwater.spec.placeholders import PlaceholderContext
 from headwater.task import Launch, ResourceRequest
 

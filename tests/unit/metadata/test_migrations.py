@@ -16,6 +16,7 @@ from headwater.metadata import migrations, schema
 from headwater.metadata.sql import SqlMetadataStore
 
 TABLES = {
+    "namespace_settings",
     "pipelines",
     "pipeline_versions",
     "runs",

@@ -1,4 +1,5 @@
-"""`SqlMetadataStore`'s principals: personal tokens (hashes only) and proxy users."""
+"""`SqlMetadataStore`'s principals (personal tokens, hashes only, and proxy users) and the
+settings namespaces have of their own."""
 
 from __future__ import annotations
 
@@ -8,8 +9,16 @@ from sqlalchemy import Connection, Row, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from headwater.errors import ConflictError, HeadwaterSystemError, NotFoundError
-from headwater.metadata.base import PrincipalRecord
-from headwater.metadata.schema import EVENTS, EXECUTIONS, EXPERIMENTS, PIPELINES, PRINCIPALS, RUNS
+from headwater.metadata.base import NamespaceRecord, PrincipalRecord
+from headwater.metadata.schema import (
+    EVENTS,
+    EXECUTIONS,
+    EXPERIMENTS,
+    NAMESPACE_SETTINGS,
+    PIPELINES,
+    PRINCIPALS,
+    RUNS,
+)
 from headwater.metadata.sql.base import SqlStoreBase
 
 __all__ = ["PrincipalRecords"]
@@ -91,6 +100,40 @@ class PrincipalRecords(SqlStoreBase):
         """True if any token or user is recorded."""
         query = select(PRINCIPALS.c.name).limit(1)
         return self._db.transaction(lambda conn: conn.execute(query).first()) is not None
+
+    def put_namespace(self, settings: NamespaceRecord) -> None:
+        """Record or replace a namespace's settings."""
+        values = vars(settings)
+
+        def write(conn: Connection) -> None:
+            cond = NAMESPACE_SETTINGS.c.name == settings.name
+            conn.execute(delete(NAMESPACE_SETTINGS).where(cond))
+            conn.execute(insert(NAMESPACE_SETTINGS).values(**values))
+
+        self._db.transaction(write, write=True)
+
+    def get_namespace(self, name: str) -> NamespaceRecord | None:
+        """A namespace's settings, if it has any."""
+        query = select(NAMESPACE_SETTINGS).where(NAMESPACE_SETTINGS.c.name == name)
+        row = self._db.transaction(lambda conn: conn.execute(query).first())
+        return None if row is None else NamespaceRecord(**dict(row._mapping))
+
+    def list_namespace_settings(self) -> list[NamespaceRecord]:
+        """Every namespace's settings, by name."""
+        query = select(NAMESPACE_SETTINGS).order_by(NAMESPACE_SETTINGS.c.name)
+        return self._db.transaction(
+            lambda conn: [NamespaceRecord(**dict(r._mapping)) for r in conn.execute(query)]
+        )
+
+    def remove_namespace(self, name: str) -> None:
+        """Raises NotFoundError if the namespace has no settings."""
+
+        def write(conn: Connection) -> int:
+            cond = NAMESPACE_SETTINGS.c.name == name
+            return conn.execute(delete(NAMESPACE_SETTINGS).where(cond)).rowcount
+
+        if not self._db.transaction(write, write=True):
+            raise NotFoundError(f"namespace {name!r} has no settings of its own")
 
     def _principal(self, cond: Any) -> PrincipalRecord | None:
         query = select(PRINCIPALS).where(cond)

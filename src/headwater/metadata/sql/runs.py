@@ -360,6 +360,7 @@ class RunRecords(SqlStoreBase):
             "executor": execution.executor,
             "worker": execution.worker,
             "container": execution.container,
+            "sandbox": execution.sandbox,
         }
 
         def write(conn: Connection) -> int:
