@@ -71,16 +71,35 @@ ALLOW_HOST_HELP = (
 )
 
 
-def read_token(given: str | None = None) -> str | None:
-    """The token a server guards itself with: `given` (`--token`), else `$HEADWATER_TOKEN`.
+def read_token(given: str | None = None, *, file: str | None = None) -> str | None:
+    """The token a server guards itself with: `given` (`--token`), else the first line of
+    `file` (`--token-file`), else `$HEADWATER_TOKEN`.
 
     Args:
         given: The token passed on the command line or to the API, if any.
+        file: A file holding it (readable only by the server's user, say), if any.
 
     Returns:
-        The token without surrounding blanks, or None when neither is set (an empty or
+        The token without surrounding blanks, or None when none is set (an empty or
         all-blank value counts as unset, so that `check_bind` refuses an open host for it).
+
+    Raises:
+        InvalidArgumentError: `file` cannot be read, or both `given` and `file` are.
     """
+    if file is not None:
+        if given:
+            raise InvalidArgumentError("give the token with --token or --token-file, not both")
+        try:
+            with open(file, encoding="utf-8") as fh:
+                given = fh.readline()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or exc
+            raise InvalidArgumentError(
+                f"cannot read the token file {file!r}: {why}: give a readable file whose first "
+                "line is the token"
+            ) from exc
+        if not given.strip():
+            raise InvalidArgumentError(f"the token file {file!r} is empty: put the token in it")
     return (given or "").strip() or (config.token() or "").strip() or None
 
 

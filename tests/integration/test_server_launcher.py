@@ -51,9 +51,8 @@ def test_the_launcher_hands_each_run_to_a_warm_worker(tmp_path: Path) -> None:
         del os.environ["HEADWATER_HOME"]
     logs = tmp_path / "logs"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "headwater.server.launcher", "--metadata-url", url, "--log-dir",
-         str(logs)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+        [sys.executable, "-m", "headwater.server.launcher", "--log-dir", str(logs)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**env, "HEADWATER_METADATA_URL": url},
     )  # fmt: skip
     assert proc.stdin is not None
     try:
@@ -105,9 +104,9 @@ def test_spares_that_die_are_replaced_later_each_time_without_leaking(tmp_path: 
     home.mkdir()
     url = f"sqlite:///{home / 'metadata.db'}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "headwater.server.launcher", "--metadata-url", url, "--log-dir",
-         str(tmp_path / "logs")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=server_env(home),
+        [sys.executable, "-m", "headwater.server.launcher", "--log-dir", str(tmp_path / "logs")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        env={**server_env(home), "HEADWATER_METADATA_URL": url},
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
     try:

@@ -13,15 +13,19 @@ import os
 import socket
 import time
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from headwater.engine.options import RunOptions
 from headwater.engine.result import Run
 from headwater.engine.runner import execute, executor_for, open_metadata
-from headwater.errors import NotFoundError
+from headwater.errors import NotFoundError, UserError
 from headwater.metadata.base import ACTIVE_RUN_STATES
 
-__all__ = ["Run", "RunOptions", "resume", "run", "run_queued"]
+if TYPE_CHECKING:
+    from headwater.sandbox.policy import SandboxPolicy
+
+__all__ = ["Run", "RunOptions", "TeamRules", "resume", "run", "run_queued"]
 
 
 def run(
@@ -85,7 +89,58 @@ def resume(run_id: str, *, options: RunOptions | None = None, **settings: Any) -
     return _claimed(run_id, RunOptions.build(options, **settings), queued=False)
 
 
-def run_queued(run_id: str, options: RunOptions, *, lease_s: float = 30.0) -> Run:
+@dataclass(frozen=True)
+class TeamRules:
+    """How a team server runs a run, once its worker has it and knows whose it is.
+
+    A run of a multi-user server (principals in its store, or `multi_user`: a trusted proxy)
+    is its namespace's: its tasks get the namespace's own secrets, config maps, volumes and
+    package environments, and run in `sandbox` (unless None: `--no-sandbox`) with the
+    namespace's storage credentials, if an admin gave it any. With `always`, a run of a
+    single-user server is sandboxed too (`--sandbox`).
+    """
+
+    sandbox: SandboxPolicy | None = None
+    always: bool = False
+    multi_user: bool = False
+
+    def apply(self, store: Any, record: Any, options: RunOptions) -> RunOptions:
+        """`options` for the run `record` of `store`."""
+        team = self.multi_user or store.has_principals()
+        if not team:
+            return (
+                options if not self.always else dataclasses.replace(options, sandbox=self.sandbox)
+            )
+        namespace = record.namespace or ""
+        policy = self.sandbox
+        if policy is not None and namespace:
+            policy = dataclasses.replace(policy, secret_env=_storage_env(store, namespace))
+        return dataclasses.replace(options, sandbox=policy, namespace=namespace)
+
+
+def _storage_env(store: Any, namespace: str) -> tuple[tuple[str, str], ...]:
+    """The namespace's storage credentials for its tasks: each key of the secret its settings
+    name, as a variable (read by the task process, never carried in a message)."""
+    from headwater import config
+    from headwater.platform.secrets import LocalSecretStore
+
+    settings = store.get_namespace(namespace)
+    if settings is None or not settings.storage_secret:
+        return ()
+    secrets = LocalSecretStore.for_home(config.namespace_home(namespace))
+    if not secrets.exists(settings.storage_secret):
+        raise UserError(
+            f"namespace {namespace!r} names secret {settings.storage_secret!r} for its storage, "
+            "and it has none such: an admin sets it with `headwater secrets set --namespace "
+            f"{namespace} {settings.storage_secret} KEY=VALUE...`"
+        )
+    folder = secrets.path(settings.storage_secret)
+    return tuple((key, str(folder / key)) for key in secrets.keys(settings.storage_secret))
+
+
+def run_queued(
+    run_id: str, options: RunOptions, *, lease_s: float = 30.0, team: TeamRules | None = None
+) -> Run:
     """Take a QUEUED run from the queue (`headwater server`'s workers) and run it to its end.
 
     As `resume`, but the run must be QUEUED; a setup that fails before the engine starts (a
@@ -97,16 +152,24 @@ def run_queued(run_id: str, options: RunOptions, *, lease_s: float = 30.0) -> Ru
     machine) stops it as SIGTERM does. A run another server took over is left at once, and a
     worker that could not renew for half its lease (its machine cut off from the database)
     leaves its run before the lease ends, so before another server may take it over; the
-    run's end is recorded only while this worker holds it.
+    run's end is recorded only while this worker holds it. `team` says how a team server
+    runs it, by whose it is (`TeamRules`).
 
     Raises:
         RunClaimedError: It is not QUEUED (canceled meanwhile, or taken by another worker).
         UserError: As `resume`; the run is FAILED.
     """
-    return _claimed(run_id, options, queued=True, lease_s=lease_s)
+    return _claimed(run_id, options, queued=True, lease_s=lease_s, team=team)
 
 
-def _claimed(run_id: str, opts: RunOptions, *, queued: bool, lease_s: float = 30.0) -> Run:
+def _claimed(
+    run_id: str,
+    opts: RunOptions,
+    *,
+    queued: bool,
+    lease_s: float = 30.0,
+    team: TeamRules | None = None,
+) -> Run:
     from headwater.processes import process_start
     from headwater.spec.ir import parse_pipeline
 
@@ -131,6 +194,8 @@ def _claimed(run_id: str, opts: RunOptions, *, queued: bool, lease_s: float = 30
         doc = store.get_pipeline_ir(record.run_id)
         if doc is None:
             raise NotFoundError(f"run {record.run_id} has no recorded pipeline to resume")
+        if team is not None:
+            opts = team.apply(store, record, opts)
         return execute(
             parse_pipeline(doc),
             record.parameters,

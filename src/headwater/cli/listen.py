@@ -67,7 +67,14 @@ def add_listen_options(
     parser.add_argument(
         "--token",
         metavar="T",
-        help=f"{token_help} (default ${TOKEN_ENV}); needed for a non-loopback --host",
+        help=f"{token_help} (default ${TOKEN_ENV}); needed for a non-loopback --host. Every "
+        "user of this machine can read a command line: prefer --token-file",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="read the token from the first line of PATH (a file only the server's user can "
+        "read), instead of --token",
     )
     parser.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
@@ -117,7 +124,13 @@ def listen_options(
         InvalidArgumentError: A port out of range, a bad host name, or a non-loopback host
             without a token.
     """
-    token = read_token(args.token)
+    token = read_token(args.token, file=args.token_file)
+    if args.token:
+        print(
+            "headwater: warning: --token on the command line can be read by every user of this "
+            "machine (ps, /proc/PID/cmdline): give it with --token-file or $HEADWATER_TOKEN",
+            file=sys.stderr,
+        )
     if guarded:
         pass
     elif exposes is None:

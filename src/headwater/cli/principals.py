@@ -31,7 +31,7 @@ def add_parsers(
     sub = server.add_subparsers(
         dest="server_command",
         parser_class=parser_class,
-        metavar="{tokens,users,audit}",
+        metavar="{tokens,users,namespaces,audit}",
         title="team commands (without one: serve)",
     )
     for group, kind in _KINDS.items():
@@ -76,6 +76,9 @@ def add_parsers(
             else "remove a user",
         )
         remove.add_argument("name")
+    from headwater.cli.namespaces import add_parser as add_namespaces
+
+    add_namespaces(sub, parser_class)
     audit = sub.add_parser("audit", help="print the audit log: who changed what, and the result")
     audit.add_argument(
         "--log",
@@ -105,11 +108,15 @@ def cmd_principals(args: argparse.Namespace) -> int:
     from headwater import config
     from headwater.api import principals
 
-    kind = _KINDS[args.server_command]
+    kind = _KINDS.get(args.server_command, "")
     # `headwater server --metadata-url URL tokens ...` names the store as the server takes it.
     url = getattr(args, "server_metadata_url", None) or args.metadata_url or config.metadata_url()
     if url == config.metadata_url():
         config.home().mkdir(parents=True, exist_ok=True)
+    if args.server_command == "namespaces":
+        from headwater.cli.namespaces import cmd_namespaces
+
+        return cmd_namespaces(args, url)
     if args.action == "add":
         made = principals.add_principal(
             kind, args.name, args.role, args.namespace, created_by=_cli_principal(), metadata=url

@@ -3,6 +3,8 @@
 A pipeline that uses `kubernetes.use_secret_as_env(task, "db", {"password": "PW"})` reads key
 `password` of secret `db` from `$HEADWATER_HOME/secrets/db/password`; these commands manage
 that store (and, with `--config-map`, the config maps beside it). Values are never printed.
+On a multi-user server a run gets its namespace's own (`--namespace NS`:
+`$HEADWATER_HOME/namespaces/NS/secrets`), never another namespace's or the machine's.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "--config-map",
         action="store_true",
         help="a config map ($HEADWATER_HOME/configmaps) instead of a secret",
+    )
+    kind.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="a namespace's own (its runs on a multi-user server get only theirs: "
+        "$HEADWATER_HOME/namespaces/NS/secrets)",
     )
     set_ = secrets_sub.add_parser(
         "set",
@@ -69,7 +77,12 @@ def cmd_secrets(args: argparse.Namespace) -> int:
     from headwater.platform.secrets import CONFIG_MAP, SECRET, LocalSecretStore
 
     kind = CONFIG_MAP if args.config_map else SECRET
-    store = LocalSecretStore.for_home(config.home(), kind)
+    home = config.home()
+    if args.namespace:
+        from headwater.access import check_namespace
+
+        home = config.namespace_home(check_namespace(args.namespace))
+    store = LocalSecretStore.for_home(home, kind)
     try:
         return _run(args, store, kind)
     except OSError as exc:

@@ -9,6 +9,7 @@ then multi-user. Bad input is one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 from typing import Any
@@ -23,6 +24,7 @@ from headwater.cli.listen import (
 )
 from headwater.config import CONTAINER_MODES
 from headwater.errors import InvalidArgumentError
+from headwater.sandbox.policy import DEFAULT_UID
 
 
 def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -75,6 +77,34 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "--no-install-packages",
         action="store_true",
         help="do not install the packages_to_install of components (installed by default)",
+    )
+    sandbox = server.add_mutually_exclusive_group()
+    sandbox.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run every task in a sandbox of its own (bubblewrap) even on a single-user server "
+        "(a multi-user server always does, unless --no-sandbox)",
+    )
+    sandbox.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="do not sandbox tasks, even of a multi-user server: every editor's code can then "
+        "read the server's files and secrets (said at every start and in /healthz)",
+    )
+    server.add_argument(
+        "--sandbox-read",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a path every sandboxed task may read besides its own (shared data; repeatable)",
+    )
+    server.add_argument(
+        "--sandbox-uid",
+        type=int,
+        default=DEFAULT_UID,
+        metavar="UID",
+        help=f"the user id sandboxed tasks run as when the server runs as root (default "
+        f"{DEFAULT_UID}, nobody); as anyone else they run as the server's user",
     )
     server.add_argument(
         "--trusted-proxy",
@@ -161,9 +191,11 @@ def cmd_server(args: argparse.Namespace) -> int:
 
         config.container_args()
         find_runtime()  # a runtime named by HEADWATER_CONTAINER_RUNTIME must be there
-    listen = listen_options(
-        args, exposes="run pipelines on this machine", guarded=_multi_user(args, url)
-    )
+    multi_user = _multi_user(args, url)
+    listen = listen_options(args, exposes="run pipelines on this machine", guarded=multi_user)
+    _check_sandbox(args, multi_user)
+    # Read now: nothing this server starts (its workers, their tasks, a Dask cluster) needs it.
+    os.environ.pop(config.TOKEN_ENV, None)
     scheduler = args.scheduler or (config.dask_scheduler() if args.executor == "dask" else None)
     # Bound first: the local Dask cluster below opens ports of its own, and must not take this.
     sock = bind_listen(listen)
@@ -177,6 +209,47 @@ def cmd_server(args: argparse.Namespace) -> int:
         sock.close()
         if cluster is not None:
             _close_cluster(cluster)
+
+
+def _check_sandbox(args: argparse.Namespace, multi_user: bool) -> None:
+    """Refuse to start a server whose tasks must be sandboxed on a machine that cannot, and
+    say so at every start of a multi-user one whose tasks are not.
+
+    Raises:
+        SandboxError: One line naming what is missing (bubblewrap, user namespaces).
+        InvalidArgumentError: A bad --sandbox-uid or --sandbox-read.
+    """
+    if not 0 < args.sandbox_uid < 2**32 - 1:
+        raise InvalidArgumentError(
+            f"--sandbox-uid must be a user id above 0, got {args.sandbox_uid}"
+        )
+    for path in args.sandbox_read:
+        if not os.path.exists(path):
+            raise InvalidArgumentError(
+                f"--sandbox-read {path!r} does not exist: give a file or folder"
+            )
+    if args.no_sandbox:
+        if multi_user:
+            print(NOT_ISOLATED, file=sys.stderr, flush=True)
+        return
+    if args.sandbox or multi_user:
+        from headwater.errors import SandboxError
+        from headwater.sandbox import check_available
+
+        try:
+            check_available()
+        except SandboxError as exc:
+            raise SandboxError(
+                f"{exc}; or start it with --no-sandbox (tasks not isolated)"
+            ) from None
+
+
+#: What a multi-user server started with --no-sandbox says at every start (and in /healthz).
+NOT_ISOLATED = (
+    "headwater: warning: --no-sandbox: the tasks of this multi-user server are not isolated: "
+    "any editor's component can read the server's files, environment and other namespaces' "
+    "artifacts"
+)
 
 
 def _multi_user(args: argparse.Namespace, url: str) -> bool:
@@ -247,6 +320,11 @@ def _serve(
         containers=args.containers,
         log_dir=str(config.home() / "server-logs"),
         lease_s=args.lease_seconds,
+        sandbox="always" if args.sandbox else "never" if args.no_sandbox else "auto",
+        sandbox_uid=args.sandbox_uid,
+        sandbox_read=tuple(os.path.abspath(p) for p in args.sandbox_read),
+        sandbox_hidden=(os.path.abspath(args.token_file),) if args.token_file else (),
+        trusted_proxy=bool(args.trusted_proxy),
     )
     from headwater.cli.listen import megabytes
     from headwater.cli.principals import audit_path

@@ -60,6 +60,7 @@ def create_app(
     operations.wake = queue.wake
     trusted = tuple(trusted_proxies)
     gate = Gate(lambda: store, token, trusted_proxy=bool(trusted))
+    operations.multi_user = gate.multi_user
     app = create_ui_app(
         settings.metadata_url,
         token,

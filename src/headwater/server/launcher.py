@@ -46,13 +46,14 @@ class _Spare:
     """A forked worker waiting for its run on a pipe."""
 
     def __init__(self, settings: WorkerSettings, log_dir: str) -> None:
+        sandboxed = settings.sandboxed_at_start(_multi_user(settings))
         read, self._write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the worker: never returns
             os.close(self._write)
             code = 1
             try:
-                code = _serve(read, settings, log_dir)
+                code = _serve(read, settings, log_dir, sandboxed)
             except BaseException:  # said in the run's log (or nowhere, before it has one)
                 import traceback
 
@@ -84,7 +85,27 @@ class _Spare:
             os.close(self._write)
 
 
-def _serve(read: int, settings: WorkerSettings, log_dir: str) -> int:
+def _multi_user(settings: WorkerSettings) -> bool:
+    """Whether the server is multi-user now (its spare's tasks are then sandboxed, unless
+    --no-sandbox); a store that cannot be read says no (the worker decides again)."""
+    if settings.sandbox != "auto" or settings.trusted_proxy:
+        return settings.trusted_proxy
+    from headwater.errors import HeadwaterError
+    from headwater.metadata import open_reader
+
+    try:
+        store = open_reader(settings.metadata_url)
+        if store is None:
+            return False
+        try:
+            return store.has_principals()
+        finally:
+            store.close()
+    except HeadwaterError:
+        return False
+
+
+def _serve(read: int, settings: WorkerSettings, log_dir: str, sandboxed: bool) -> int:
     """A spare's life: warm up, wait for a run id, run it."""
     os.setsid()  # its own session: terminate signals it alone; it outlives the server
     _to_log(os.devnull)  # off the launcher's pipes, which are the server's protocol
@@ -94,7 +115,7 @@ def _serve(read: int, settings: WorkerSettings, log_dir: str) -> int:
     if settings.executor == "local":
         from headwater.executors.prestart import PrestartedServer
 
-        server = PrestartedServer()
+        server = PrestartedServer(sandboxed=sandboxed)
     with os.fdopen(read, "rb") as pipe:
         line = pipe.readline().decode().strip()
     if not line:
@@ -102,12 +123,7 @@ def _serve(read: int, settings: WorkerSettings, log_dir: str) -> int:
             server.close()
         return 0
     _to_log(os.path.join(log_dir, f"{line}.log"))
-    executor = None
-    if server is not None:
-        from headwater.executors.local import LocalExecutor
-
-        executor = LocalExecutor(server=server)
-    return run_one(line, settings, executor=executor)
+    return run_one(line, settings, server=server)
 
 
 def _to_log(path: str) -> None:

@@ -77,11 +77,20 @@ class RunOperations:
     Args:
         store: The metadata store (runs, experiments, versions).
         wake: Called after a change the queue should act on at once.
+        multi_user: Whether the server is multi-user now (a run's artifacts then go under
+            its namespace's own root, `namespace_root`).
     """
 
-    def __init__(self, store: MetadataStore, *, wake: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        wake: Callable[[], None] = lambda: None,
+        multi_user: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.store = store
         self.wake = wake
+        self.multi_user = multi_user
 
     # -- submit ------------------------------------------------------------------------------
 
@@ -107,14 +116,41 @@ class RunOperations:
                 raise InvalidArgumentError("a run needs a pipeline: an IR or a version")
             ir = parse_pipeline(new.version.ir)
         parameters = _bound(ir, dict(new.arguments or {}))
-        root = _pipeline_root(new.pipeline_root)
         experiment = self.experiment_for(new.experiment_id, new.namespace, new.created_by)
+        if experiment.namespace and self.multi_user():
+            root = self.namespace_root(experiment.namespace, new.pipeline_root)
+        else:
+            root = _pipeline_root(new.pipeline_root)
         if experiment.storage_state == "ARCHIVED":
             raise InvalidArgumentError(
                 f"experiment {experiment.display_name!r} ({experiment.experiment_id}) is "
                 "archived: unarchive it, or run in another experiment"
             )
         return Checked(ir, parameters, root, experiment)
+
+    def namespace_root(self, namespace: str, given: str = "") -> str:
+        """Where a run of `namespace` on a multi-user server writes its artifacts: the root
+        an admin gave the namespace, else the namespace's folder of the server's root. A
+        root the run asks for must lie inside it (a run must not write another namespace's
+        artifacts, nor its sandbox show them).
+
+        Raises:
+            InvalidArgumentError: `given` lies outside the namespace's root.
+        """
+        from headwater import config
+
+        settings = self.store.get_namespace(namespace)
+        own = settings.pipeline_root if settings is not None else ""
+        root = _pipeline_root(own or config.pipeline_root().rstrip("/") + "/" + namespace)
+        if not given:
+            return root
+        asked = _pipeline_root(given)
+        if not _inside_root(asked, root):
+            raise InvalidArgumentError(
+                f"runtime_config.pipeline_root {given!r} is outside namespace {namespace!r}'s "
+                f"artifacts ({root}): leave it empty, or give a folder inside it"
+            )
+        return asked
 
     def submit(self, new: NewRun) -> RunRecord:
         """Check (`check`) and queue a run; the run as recorded (QUEUED).
@@ -328,6 +364,10 @@ def _bound(ir: PipelineIR, arguments: dict[str, Any]) -> dict[str, Any]:
     except UserError as exc:
         raise InvalidArgumentError(f"runtime_config.parameters: {exc}") from exc
     return {**bound, **{k: v for k, v in arguments.items() if k in artifacts}}
+
+
+def _inside_root(uri: str, root: str) -> bool:
+    return uri.rstrip("/") == root.rstrip("/") or uri.startswith(root.rstrip("/") + "/")
 
 
 def _pipeline_root(given: str) -> str:

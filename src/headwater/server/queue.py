@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import queue as queues
 import socket
 import subprocess
@@ -32,9 +33,11 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
+from headwater.config import METADATA_URL_ENV, TOKEN_ENV
 from headwater.errors import StorageError, UserError
 from headwater.metadata.base import ACTIVE_RUN_STATES, MetadataStore, Page, Predicate, RunRecord
 from headwater.metadata.reconcile import engine_dead
+from headwater.sandbox.policy import DEFAULT_UID
 from headwater.server.operations import NewRun, RunOperations
 from headwater.server.worker import WorkerSettings
 
@@ -64,6 +67,15 @@ class QueueSettings:
     #: held by a worker on another machine is taken over once its lease ends (its machine,
     #: or its connection to the store, is gone).
     lease_s: float = 30.0
+    #: Which runs' tasks are sandboxed: "auto" (a multi-user server's), "always", "never".
+    sandbox: str = "auto"
+    #: The uid sandboxed tasks run as when the server runs as root.
+    sandbox_uid: int = DEFAULT_UID
+    #: Paths every sandboxed task may read; paths none may see (the token file).
+    sandbox_read: tuple[str, ...] = ()
+    sandbox_hidden: tuple[str, ...] = ()
+    #: A trusted proxy names users: the server is multi-user whatever its store holds.
+    trusted_proxy: bool = False
 
     @property
     def worker(self) -> WorkerSettings:
@@ -75,6 +87,11 @@ class QueueSettings:
             install_packages=self.install_packages,
             containers=self.containers,
             lease_s=self.lease_s,
+            sandbox=self.sandbox,
+            sandbox_uid=self.sandbox_uid,
+            sandbox_read=self.sandbox_read,
+            sandbox_hidden=self.sandbox_hidden,
+            trusted_proxy=self.trusted_proxy,
         )
 
 
@@ -100,8 +117,12 @@ class Launcher:
         log_dir = self.settings.log_dir or str(home() / "server-logs")
         argv = [sys.executable, "-m", "headwater.server.launcher", *self.settings.worker.argv()]
         argv += ["--log-dir", log_dir]
+        # The store's URL (its password) in the launcher's environment, never on a command
+        # line; the server's own token nowhere (no worker needs it).
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+        env[METADATA_URL_ENV] = self.settings.metadata_url
         self._process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env
         )
         reader = threading.Thread(
             target=self._read, args=(self._process.stdout,), name="headwater-launcher", daemon=True

@@ -42,12 +42,23 @@ if TYPE_CHECKING:
 def healthz(state: ServerState, call: Call) -> Any:
     from importlib.metadata import version
 
-    return {
-        "multi_user": state.gate is not None and state.gate.multi_user(),
+    multi_user = state.gate is not None and state.gate.multi_user()
+    mode = state.settings.sandbox
+    sandboxed = mode == "always" or (mode == "auto" and multi_user)
+    answer = {
+        "multi_user": multi_user,
+        # Headwater's own: whether each task runs in a sandbox of its own (`headwater.sandbox`).
+        "tasks_sandboxed": sandboxed,
         "pipeline_store": "database",
         "commit_sha": "",
         "tag_name": f"headwater {version('headwater')}",
     }
+    if multi_user and not sandboxed:
+        answer["warning"] = (
+            "started with --no-sandbox: tasks are not isolated; any editor's component can read "
+            "the server's files, environment and other namespaces' artifacts"
+        )
+    return answer
 
 
 # -- experiments ------------------------------------------------------------------------------
