@@ -6,6 +6,8 @@ No `from __future__ import annotations` here: kfp reads the components' annotati
 
 from kfp import dsl, kubernetes
 
+from headwater.components.registry import register_model
+
 
 @dsl.component(base_image="python:3.11")
 def produce(text: str, data: dsl.Output[dsl.Dataset]) -> str:
@@ -104,9 +106,10 @@ def snoop(secrets: list, home: str, paths: list, writes: list) -> str:
         except OSError:
             pass
     for path in writes:
-        try:
-            with open(path, "a") as fh:
-                fh.write("tampered")
+        try:  # an existing file (a new one in the sandbox's own folders changes nothing)
+            with open(path, "r+b") as fh:
+                fh.seek(0, 2)
+                fh.write(b"tampered")
             found["written"].append(path)
         except OSError:
             pass
@@ -117,3 +120,91 @@ def snoop(secrets: list, home: str, paths: list, writes: list) -> str:
 @dsl.pipeline(name="hostile")
 def hostile(secrets: list, home: str, paths: list, writes: list) -> str:
     return snoop(secrets=secrets, home=home, paths=paths, writes=writes).output
+
+
+@dsl.component(base_image="python:3.11")
+def hold(seconds: float) -> str:
+    """Keep a task running for `seconds` (while every command line is looked at)."""
+    import time
+
+    time.sleep(seconds)
+    return "held"
+
+
+def installing(index: str) -> object:
+    """A pipeline whose task installs `hwtestpkg` from `index` (a URL that may hold a
+    password) while another task is held."""
+
+    @dsl.component(base_image="python:3.11", packages_to_install=["hwtestpkg"],
+                   pip_index_urls=[index])  # fmt: skip
+    def installed() -> str:
+        import hwtestpkg
+
+        return f"{hwtestpkg.VALUE}@{hwtestpkg.__file__}"
+
+    @dsl.pipeline(name="installing")
+    def installing_pipeline() -> str:
+        hold(seconds=1.0)
+        return installed().output
+
+    return installing_pipeline
+
+
+def option_as_package(index: str) -> object:
+    """A pipeline whose `packages_to_install` has an entry that is a pip option."""
+
+    @dsl.component(base_image="python:3.11",
+                   packages_to_install=["hwtestpkg", f"--extra-index-url {index}"])  # fmt: skip
+    def confused() -> str:
+        return "never runs"
+
+    @dsl.pipeline(name="confused")
+    def confused_pipeline() -> str:
+        return confused().output
+
+    return confused_pipeline
+
+
+def peeking(image: str) -> object:
+    """A container component in `image` that says whether it can read `path`, and how many
+    processes it sees."""
+
+    @dsl.container_component
+    def peek(path: str, seen: dsl.OutputPath(str)):  # type: ignore[valid-type]
+        script = (
+            'if cat "$0" >/dev/null 2>&1; then s=read; else s=hidden; fi; '
+            'n=$(ls /proc | grep -c "^[0-9]"); echo "$s $n" > "$1"'
+        )
+        return dsl.ContainerSpec(image=image, command=["sh", "-c", script], args=[path, seen])
+
+    @dsl.pipeline(name="peeking")
+    def peeking_pipeline(path: str) -> str:
+        return peek(path=path).outputs["seen"]
+
+    return peeking_pipeline
+
+
+@dsl.component(base_image="python:3.11")
+def train(model: dsl.Output[dsl.Model]) -> None:
+    with open(model.path, "w") as f:
+        f.write("weights")
+    model.metadata["framework"] = "toy"
+
+
+@dsl.component(base_image="python:3.11")
+def register_other(path: str) -> int:
+    """Ask the engine to register a file that is not this task's input (it must refuse)."""
+    from headwater.components.registration import register_in_run
+
+    return register_in_run(path, "stolen")[1]
+
+
+@dsl.pipeline(name="registering")
+def registering() -> int:
+    trained = train()
+    return register_model(model=trained.outputs["model"], name="toy").outputs["version"]
+
+
+@dsl.pipeline(name="stealing")
+def stealing(path: str) -> int:
+    return register_other(path=path).output

@@ -11,17 +11,23 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import isolation
 import pytest
+from container_images import needs_podman
 from postgres_db import NEEDS_POSTGRES, fresh_database
 from server_harness import kfp_client, start_server, stop, wait_state
+from test_package_envs import private_index, wheel
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +70,11 @@ def team(
 
 @contextlib.contextmanager
 def _team_server(
-    store: str, tmp_path_factory: pytest.TempPathFactory, *args: str, prefix: tuple[str, ...] = ()
+    store: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    *args: str,
+    prefix: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Iterator[TeamServer]:
     from headwater.api.principals import add_principal
 
@@ -93,9 +103,9 @@ def _team_server(
         )  # fmt: skip
         assert set_secret.returncode == 0, set_secret.stderr
         # The store's URL only in the server's environment, as an operator gives it.
-        env = {"HEADWATER_METADATA_URL": url}
+        environ = {"HEADWATER_METADATA_URL": url, "HEADWATER_CONTAINERS": "auto", **(env or {})}
         proc, base = start_server(
-            home, "--token-file", str(token_file), *args, env=env, prefix=prefix
+            home, "--token-file", str(token_file), *args, env=environ, prefix=prefix
         )
         hidden = [admin, api_key]
         if store == "postgres":
@@ -193,7 +203,168 @@ def test_a_component_of_one_namespace_reaches_nothing_of_the_server_or_another(
         assert _memory_has(pid, [s.encode() for s in team.secrets]) == []
 
 
-def _output(team: TeamServer, run_id: str, task: str) -> str:
-    """The `Output` parameter of `task` in run `run_id`."""
-    written = team.home / "runs" / run_id / "tasks" / task / "executor_output.json"
-    return str(json.loads(written.read_text())["parameterValues"]["Output"])
+def _output(team: TeamServer, run_id: str, task: str, name: str = "Output") -> str:
+    """Output parameter `name` of `task` in run `run_id`, as the run recorded it."""
+    (execution,) = [e for e in _executions(team, run_id) if e.task == task]
+    return str(execution.outputs[name])
+
+
+def _scan_command_lines(stop: threading.Event, seen: set[bytes]) -> None:
+    """Collect every command line on the machine until `stop` is set."""
+    while not stop.is_set():
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                seen.add(_read(f"/proc/{entry}/cmdline"))
+        time.sleep(0.01)
+
+
+def test_no_secret_is_on_any_command_line_while_the_server_runs_tasks(
+    team: TeamServer, tmp_path: Path
+) -> None:
+    wheel(tmp_path / "index", "hwtestpkg", "private")
+    password = f"pw{secrets.token_hex(8)}"
+    with private_index(tmp_path / "index") as url:
+        index = url.replace("http://", f"http://reader:{password}@")
+        stop, seen = threading.Event(), set[bytes]()
+        scanner = threading.Thread(target=_scan_command_lines, args=(stop, seen), daemon=True)
+        scanner.start()
+        try:
+            run = team.run("bob", "team-b", isolation.installing(index))
+        finally:
+            stop.set()
+            scanner.join()
+    assert run.state == "SUCCEEDED", run.error
+    # pip ran, sandboxed, into team-b's own environment, and the task imported it from there.
+    value, _, module = _output(team, run.run_id, "installed").partition("@")
+    assert value == "private" and str(team.home / "envs") in module
+    lines = b"\n".join(seen)
+    assert b"bwrap" in lines and b"headwater.executors.forkserver" in lines  # it saw them
+    for secret in [*team.secrets, password]:
+        assert secret.encode() not in lines, secret
+
+
+def test_a_package_entry_that_is_a_pip_option_fails_the_run_naming_it(team: TeamServer) -> None:
+    run = team.run("bob", "team-b", isolation.option_as_package("http://127.0.0.1:9/simple"))
+    assert run.state == "FAILED"
+    said = run.error.message
+    assert "'--extra-index-url http://127.0.0.1:9/simple' is a pip option" in said
+    assert "\n" not in said
+
+
+def test_a_task_registers_its_own_model_through_the_engine_and_nothing_else(
+    team: TeamServer,
+) -> None:
+    from headwater.metadata import open_reader
+
+    registered = team.run("alice", "team-a", isolation.registering)
+    assert registered.state == "SUCCEEDED", registered.error
+    recorded = {e.task: e.outputs for e in _executions(team, registered.run_id)}
+    assert recorded["register-model"]["version"] == 1  # the engine's answer, not the task's 0
+    stolen = team.run("bob", "team-b", isolation.stealing, path="/etc/hostname")
+    assert stolen.state == "FAILED"
+    assert "may register only a model the task was given as an input" in stolen.error.message
+    url = _store_url(team)
+    store = open_reader(url)
+    assert store is not None
+    try:
+        (model,) = store.list_models(name="toy")
+        assert model.run_id == registered.run_id and store.list_models(name="stolen") == []
+    finally:
+        store.close()
+
+
+def _executions(team: TeamServer, run_id: str) -> list[Any]:
+    from headwater.metadata import open_reader
+
+    store = open_reader(_store_url(team))
+    assert store is not None
+    try:
+        return list(store.list_executions(run_id))
+    finally:
+        store.close()
+
+
+def _store_url(team: TeamServer) -> str:
+    environ = _read(f"/proc/{team.proc.pid}/environ").split(b"\0")
+    found = [v for v in environ if v.startswith(b"HEADWATER_METADATA_URL=")]
+    return found[0].split(b"=", 1)[1].decode()
+
+
+@needs_podman
+def test_a_container_task_sees_only_its_own_mounts(team: TeamServer, busybox_image: str) -> None:
+    owned = team.run("alice", "team-a", isolation.owned, text="for the container")
+    assert owned.state == "SUCCEEDED", owned.error
+    artifact = _output(team, owned.run_id, "produce")
+    peeked = team.run("bob", "team-b", isolation.peeking(busybox_image), path=artifact)
+    assert peeked.state == "SUCCEEDED", peeked.error
+    seen, count = _output_file(team, peeked.run_id, "peek", "seen").split()
+    assert seen == "hidden" and int(count) < 10  # its own PID namespace (the host has hundreds)
+
+
+def _output_file(team: TeamServer, run_id: str, task: str, name: str) -> str:
+    return (team.home / "runs" / run_id / "tasks" / task / "outputs" / name).read_text()
+
+
+def test_a_server_that_is_not_root_sandboxes_its_tasks_too(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("runs the server as uid 1000 in a user namespace (needs root's unshare)")
+    with _team_server("sqlite", tmp_path_factory, prefix=AS_A_USER) as team:
+        owned = team.run("alice", "team-a", isolation.owned, text="team-a data")
+        assert owned.state == "SUCCEEDED", owned.error
+        artifact = _output(team, owned.run_id, "produce")
+        writes = [artifact, str(team.home / "metadata.db")]
+        hostile = team.run(
+            "bob", "team-b", isolation.hostile, secrets=team.secrets, home=str(team.home),
+            paths=[*writes, str(team.token_file)], writes=writes,
+        )  # fmt: skip
+        assert hostile.state == "SUCCEEDED", hostile.error
+        report = json.loads(_output(team, hostile.run_id, "snoop"))
+        assert report["read"] == report["written"] == report["files"] == report["proc"] == []
+        record = json.loads(
+            (team.home / "runs" / hostile.run_id / "tasks" / "snoop" / "sandbox.json").read_text()
+        )
+        assert record["user_namespace"] is True and record["uid"] == 1000
+
+
+def test_a_run_on_dask_is_sandboxed_on_its_worker(tmp_path_factory: pytest.TempPathFactory) -> None:
+    pytest.importorskip("distributed")
+    with _team_server(
+        "sqlite", tmp_path_factory, "--executor", "dask", env={"HEADWATER_DASK_WORKERS": "1"}
+    ) as team:
+        owned = team.run("alice", "team-a", isolation.owned, text="on dask")
+        assert owned.state == "SUCCEEDED", owned.error
+        assert _output(team, owned.run_id, "consume") == "on dask|OSError"
+        executions = _executions(team, owned.run_id)
+        assert {e.executor for e in executions} == {"dask"}
+        assert all(e.sandbox and e.sandbox["pid_namespace"] for e in executions)
+
+
+def test_a_machine_that_cannot_sandbox_refuses_a_team_server_in_one_line(tmp_path: Path) -> None:
+    from headwater.api.principals import add_principal
+
+    home = tmp_path / "home"
+    home.mkdir()
+    add_principal("token", "alice", "editor", ["team-a"], created_by="t",
+                  metadata=f"sqlite:///{home / 'metadata.db'}")  # fmt: skip
+    env = {**os.environ, "HEADWATER_HOME": str(home), "PATH": str(Path(sys.executable).parent)}
+    env.pop("HEADWATER_METADATA_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "headwater", "server", "--port", "0"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "bubblewrap (bwrap) is not installed" in done.stderr
+    assert "--no-sandbox" in done.stderr
+    proc, base = start_server(home, "--no-sandbox", env={"PATH": env["PATH"]})
+    try:
+        health = httpx.get(f"{base}/apis/v2beta1/healthz", timeout=10).json()
+    finally:
+        stop(proc)
+    assert health["multi_user"] is True and health["tasks_sandboxed"] is False
+    assert "not isolated" in health["warning"]
+    assert (
+        "tasks of this multi-user server are not isolated" in (tmp_path / "server.log").read_text()
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -83,6 +84,35 @@ def test_read_token(
     else:
         monkeypatch.setenv(TOKEN_ENV, env)
     assert read_token(given) == token
+
+
+def test_a_token_file_gives_its_first_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, "from-env")
+    file = tmp_path / "token"
+    file.write_text(" t0k \nsecond line\n")
+    assert read_token(None, file=str(file)) == "t0k"
+
+
+@pytest.mark.parametrize(
+    ("given", "content", "said"),
+    [
+        ("t", "t0k", "give the token with --token or --token-file, not both"),
+        (None, "  \n", "is empty: put the token in it"),
+        (None, None, "cannot read the token file"),
+    ],
+    ids=["both", "empty", "missing"],
+)
+def test_a_bad_token_file_is_one_line(
+    tmp_path: Path, given: str | None, content: str | None, said: str
+) -> None:
+    file = tmp_path / "token"
+    if content is not None:
+        file.write_text(content)
+    with pytest.raises(InvalidArgumentError) as info:
+        read_token(given, file=str(file))
+    assert said in str(info.value) and "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,12 @@
 `enter` splits the task process in two, as `executors.pump` does for masking:
 
 * The *supervisor* (this process) starts bubblewrap, which builds the sandbox's namespaces
-  and view (`sandbox.view`) around a holder (`cat`, which echoes one byte once the view is
-  complete and then waits for end of file), joins the holder's namespaces with `setns`,
-  forks the task into the new PID namespace, waits for it and exits as it did. It runs no
-  user code. Closing the holder's input when the task has ended ends the sandbox: bubblewrap's
-  init exits, and the kernel kills whatever the task left in its PID namespace.
+  and view (`sandbox.view`) around a holder (`cat`, the PID namespace's init, which echoes
+  one byte once the view is complete and then waits for end of file), joins the holder's
+  namespaces with `setns`, forks the task into the new PID namespace, waits for it and exits
+  as it did. It runs no user code. Closing the holder's input when the task has ended ends
+  the sandbox: the holder exits, and with the init gone the kernel kills whatever the task
+  left in its PID namespace.
 * The *task* returns from `enter`, inside, with no privilege left: an engine running as root
   has its tasks drop to the policy's uid (`setresuid`, which clears every capability); any
   other engine's tasks drop the capabilities their user namespace gave them. Both set
@@ -38,7 +39,7 @@ __all__ = ["RECORD_FILE", "enter", "give"]
 #: Where the supervisor records what the sandbox enforced (the executor reads it back).
 RECORD_FILE = "sandbox.json"
 
-_NAMESPACES = {"user": 0x10000000, "mnt": 0x00020000, "ipc": 0x08000000, "cgroup": 0x02000000}
+_NAMESPACES = {"user": 0x10000000, "mnt": 0x00020000, "ipc": 0x08000000}
 _CLONE_NEWPID = 0x20000000
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
@@ -139,7 +140,10 @@ def _start(spec: Mapping[str, Any], view: View) -> dict[str, int]:
     os.write(hold_w, b".")  # echoed by the holder once it runs: the view is complete
     os.set_inheritable(info_w, True)
     program = str(spec["bwrap"])
-    argv = [program, *view.argv, "--info-fd", str(info_w), "--", str(spec.get("holder") or "cat")]
+    # The holder is the PID namespace's init (`--as-pid-1`): one process fewer to start, and
+    # when it exits the kernel ends whatever is left in the namespace.
+    holder_path = str(spec.get("holder") or "cat")
+    argv = [program, *view.argv, "--as-pid-1", "--info-fd", str(info_w), "--", holder_path]
     try:
         # Spawned, not a Popen: this process waits for it itself (`_supervise`).
         holder = os.posix_spawn(
@@ -193,7 +197,7 @@ def _join(namespaces: dict[str, int]) -> None:
     last: it takes effect for the children forked after)."""
     libc = _libc()
     try:
-        for name in ("user", "mnt", "ipc", "cgroup", "pid"):
+        for name in ("user", "mnt", "ipc", "pid"):
             fd = namespaces.get(name)
             if fd is None:
                 continue

@@ -33,7 +33,7 @@ __all__ = ["View", "python_paths"]
 #: The system, read-only, where it is a folder (`/bin` and the like are links on most systems).
 _SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
 #: What of `/sys` a task may read: the CPU topology (`os.cpu_count`, BLAS thread pools).
-_SYS = ("/sys/devices/system/cpu", "/sys/fs/cgroup")
+_SYS = ("/sys/devices/system/cpu",)
 #: The devices every task has, and the links to its own descriptors.
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 _DEV_LINKS = (
@@ -79,10 +79,13 @@ class View:
     _made: set[str] = field(default_factory=lambda: {"/"})
     #: Folders covered by an empty tmpfs: what is shown inside them needs its folders made.
     _hidden: list[str] = field(default_factory=list)
+    #: What is shown read-only from the machine (the system, Python): a path inside needs
+    #: no mount of its own.
+    _read_only: list[str] = field(default_factory=list)
 
     def base(self) -> View:
         """The namespaces, the system read-only, fresh `/dev`, `/proc` and temporary space."""
-        self.argv += ["--unshare-pid", "--unshare-ipc", "--unshare-cgroup-try"]
+        self.argv += ["--unshare-pid", "--unshare-ipc"]
         if not self.lasting:
             self.argv.append("--die-with-parent")
         if self.user_namespace:
@@ -119,11 +122,19 @@ class View:
     def read_only(self, *paths: str) -> View:
         """Show each of `paths` (that exists) read-only at its own path."""
         for path in paths:
-            if os.path.exists(path):
-                self._parents(path)
-                self.argv += ["--ro-bind", path, path]
-                self._shown.append(path)
+            if not os.path.exists(path) or self._within_shown(path):
+                continue  # shown already, read-only, by a folder above it
+            self._parents(path)
+            self.argv += ["--ro-bind", path, path]
+            self._shown.append(path)
+            self._read_only.append(path)
         return self
+
+    def _within_shown(self, path: str) -> bool:
+        """True if `path` is shown already, read-only, by a folder above it."""
+        if any(_inside(path, h) for h in self._hidden):
+            return False
+        return any(_inside(path, s) for s in self._read_only)
 
     def _parents(self, target: str) -> None:
         """Make each folder above `target` that no mount provides, readable by anyone."""
@@ -182,6 +193,8 @@ class View:
         """
         for mount in mounts:
             target = os.path.normpath("/" + str(mount["target"]).lstrip("/"))
+            self._mount_point(target)
+            self._parents(target)
             source = str(mount.get("source") or "")
             if mount.get("read_only") and source and not mount.get("owned"):
                 self._copies(source, target, values)
@@ -197,6 +210,26 @@ class View:
                 mode = "0755" if mount.get("read_only") else "1777"
                 self.argv += ["--perms", mode, "--tmpfs", target]
         return self
+
+    def _mount_point(self, target: str) -> None:
+        """Make room for a mount at `target` where it lies in a read-only folder shown from
+        the machine (`/etc/db`): that folder is covered by a tmpfs holding each of its
+        entries bound back read-only, plus the new mount point (as a pod's would be)."""
+        if os.path.exists(target) or not any(_inside(target, s) for s in self._shown):
+            return
+        if any(_inside(target, h) for h in self._hidden):
+            return
+        folder = os.path.dirname(target)
+        while not os.path.isdir(folder):
+            folder = os.path.dirname(folder)
+        self.argv += ["--perms", "0755", "--tmpfs", folder]
+        for name in sorted(os.listdir(folder)):
+            entry = os.path.join(folder, name)
+            if os.path.islink(entry):
+                self.argv += ["--symlink", os.readlink(entry), entry]
+            elif os.path.exists(entry):
+                self.argv += ["--ro-bind", entry, entry]
+        self._hidden.append(folder)  # folders made inside it need making, as in a cover
 
     def _copies(self, source: str, target: str, values: Mapping[str, bytes]) -> None:
         """A secret's or config map's folder as read-only copies of its files' values."""

@@ -1,0 +1,1 @@
+"""The sandbox: its view, its policy."""
