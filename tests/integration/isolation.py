@@ -208,3 +208,20 @@ def registering() -> int:
 @dsl.pipeline(name="stealing")
 def stealing(path: str) -> int:
     return register_other(path=path).output
+
+
+@dsl.component(base_image="python:3.11")
+def reach(address: str) -> str:
+    """Try to run code on the workers of the Dask cluster at `address`: "refused" if it cannot."""
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=5) as client:
+            return "ran: " + str(client.run(lambda: 1))
+    except Exception as exc:
+        return f"refused: {type(exc).__name__}"
+
+
+@dsl.pipeline(name="reaching")
+def reaching(address: str) -> str:
+    return reach(address=address).output

@@ -339,6 +339,12 @@ def test_a_run_on_dask_is_sandboxed_on_its_worker(tmp_path_factory: pytest.TempP
         executions = _executions(team, owned.run_id)
         assert {e.executor for e in executions} == {"dask"}
         assert all(e.sandbox and e.sandbox["pid_namespace"] for e in executions)
+        # The cluster's workers run outside any sandbox: a task cannot hand them code.
+        log = (team.home.parent / "server.log").read_text()
+        (address,) = re.findall(r"started a local Dask cluster at (tls://\S+)", log)
+        reached = team.run("bob", "team-b", isolation.reaching, address=address)
+        assert reached.state == "SUCCEEDED", reached.error
+        assert _output(team, reached.run_id, "reach").startswith("refused")
 
 
 def test_a_machine_that_cannot_sandbox_refuses_a_team_server_in_one_line(tmp_path: Path) -> None:

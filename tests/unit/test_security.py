@@ -86,9 +86,7 @@ def test_read_token(
     assert read_token(given) == token
 
 
-def test_a_token_file_gives_its_first_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_token_file_gives_its_first_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TOKEN_ENV, "from-env")
     file = tmp_path / "token"
     file.write_text(" t0k \nsecond line\n")

@@ -202,13 +202,19 @@ def cmd_server(args: argparse.Namespace) -> int:
     cluster = None
     try:
         if args.executor == "dask" and not scheduler:
-            cluster = _warm_cluster()
+            # A sandboxing server's cluster takes only its own workers' TLS credentials: a
+            # task must not hand code to worker processes that run outside any sandbox.
+            private = not args.no_sandbox and (args.sandbox or multi_user)
+            cluster = _warm_cluster(private)
             scheduler = str(cluster.scheduler_address)
         return _serve(args, url, scheduler, listen, body_limit, sock)
     finally:
         sock.close()
         if cluster is not None:
             _close_cluster(cluster)
+            import shutil
+
+            shutil.rmtree(config.home() / "server-keys" / f"dask-{os.getpid()}", True)
 
 
 def _check_sandbox(args: argparse.Namespace, multi_user: bool) -> None:
@@ -272,14 +278,20 @@ def has_principals(url: str | None, *, upgrade: bool = False) -> bool:
         store.close()
 
 
-def _warm_cluster() -> Any:
+def _warm_cluster(private: bool) -> Any:
     """The local Dask cluster that every run of this server uses, started once (as
-    `headwater run --executor dask` starts one per run: same size, same settings)."""
+    `headwater run --executor dask` starts one per run: same size, same settings); with
+    `private`, one that requires TLS credentials only the server's workers hold (under
+    `$HEADWATER_HOME/server-keys`, which no task sees)."""
+    from headwater import config
     from headwater._deps import require
-    from headwater.executors.dask_cluster import start_local_cluster
+    from headwater.executors.dask_cluster import private_security, start_local_cluster
 
     require("distributed", "dask", "the dask executor")  # one line without the dask extra
-    cluster = start_local_cluster()
+    security = None
+    if private:
+        security = private_security(config.home() / "server-keys" / f"dask-{os.getpid()}")
+    cluster = start_local_cluster(security)
     n = len(cluster.workers)
     print(
         f"headwater: started a local Dask cluster at {cluster.scheduler_address} "

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+from pathlib import Path
 from typing import Any
 
 from headwater import config
@@ -49,10 +51,15 @@ def _probe(address: str) -> None:
         host, port = parse_host_port(location)
         with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
             pass
+    extra: dict[str, Any] = {}
+    if scheme == "tls":  # the credentials Dask's configuration names (`private_security`)
+        from distributed.security import Security
+
+        extra = Security().get_connection_args("client")  # type: ignore[no-untyped-call]
 
     async def handshake() -> None:
         comm = await asyncio.wait_for(
-            connect(address, timeout=CONNECT_TIMEOUT_S),  # type: ignore[no-untyped-call]
+            connect(address, timeout=CONNECT_TIMEOUT_S, **extra),  # type: ignore[no-untyped-call]
             CONNECT_TIMEOUT_S,
         )
         await comm.close()
@@ -65,15 +72,49 @@ def _probe(address: str) -> None:
         raise OSError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
 
 
-def start_local_cluster() -> Any:
+def private_security(folder: Path) -> Any:
+    """TLS credentials for a cluster only their holders may use (a team server's: a sandboxed
+    task must not reach workers that run outside any sandbox), written into `folder` (made
+    0700, each file 0600) and named in this process's environment as Dask's configuration
+    reads it, for the processes it starts (the server's workers connect with them).
+
+    Returns:
+        The `distributed.security.Security` to start the cluster with.
+    """
+    from distributed.security import Security
+
+    made = Security.temporary()  # type: ignore[no-untyped-call]
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.chmod(0o700)
+    paths = {}
+    for name, text in (("ca", made.tls_ca_file), ("cert", made.tls_client_cert),
+                       ("key", made.tls_client_key)):  # fmt: skip
+        path = folder / f"{name}.pem"
+        path.touch(mode=0o600)
+        path.write_text(text)
+        paths[name] = str(path)
+    os.environ.update(
+        DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION="True",
+        DASK_DISTRIBUTED__COMM__TLS__CA_FILE=paths["ca"],
+        DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=paths["cert"],
+        DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=paths["key"],
+    )
+    return made
+
+
+def start_local_cluster(security: Any = None) -> Any:
     """`_local_cluster()`, or one line saying why it could not start.
+
+    Args:
+        security: TLS credentials the cluster requires of every client (`private_security`);
+            None: an open cluster on loopback.
 
     Raises:
         UserError: The worker processes did not start; most often a script without an
             `if __name__ == "__main__":` guard, which Dask's spawned workers import again.
     """
     try:
-        return _local_cluster()
+        return _local_cluster(security)
     except RuntimeError as exc:
         raise UserError(
             f"could not start a local Dask cluster ({exc}); in a script, run the pipeline "
@@ -82,7 +123,7 @@ def start_local_cluster() -> Any:
         ) from exc
 
 
-def _local_cluster() -> Any:
+def _local_cluster(security: Any = None) -> Any:
     """A LocalCluster sized to this machine; a LocalCUDACluster when it has GPUs and dask-cuda.
 
     Worker processes (one per 4 cores, or `$HEADWATER_DASK_WORKERS`; one per GPU on a CUDA
@@ -98,6 +139,7 @@ def _local_cluster() -> Any:
     cpus = machine_cpus()
     gpus = detect_gpus()
     memory = machine_memory()
+    private = {} if security is None else {"security": security, "protocol": "tls://"}
     # Read by the scheduler when it starts (in this process): only this cluster's setting.
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         if gpus:
@@ -111,6 +153,7 @@ def _local_cluster() -> Any:
                     resources={"GPU": 1, "CPU": per, "MEMORY": memory / len(gpus)},
                     dashboard_address=":0",
                     silence_logs=50,
+                    **private,
                 )
         from distributed import LocalCluster
 
@@ -124,6 +167,7 @@ def _local_cluster() -> Any:
             resources={"CPU": cpus / workers, "MEMORY": memory / workers},
             dashboard_address=":0",
             silence_logs=50,
+            **private,
         )
 
 

@@ -278,6 +278,11 @@ def run_attempt(
         config.DASK_SCHEDULER_ENV: str(worker.scheduler.address),
         config.DASK_WORKER_ENV: str(worker.address),
     }
+    if launch.sandbox is not None:
+        # A sandboxed task's Dask work stays in its sandbox (a cluster of its own there): the
+        # run's cluster runs outside any sandbox, and may require credentials it does not have.
+        env.pop(config.DASK_SCHEDULER_ENV)
+        env.pop(config.DASK_WORKER_ENV)
     local = dataclasses.replace(local, env=env)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(local.log_path)

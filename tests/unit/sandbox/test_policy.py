@@ -46,7 +46,9 @@ def test_the_fork_server_also_keeps_its_home_and_runtimes_never_a_secret() -> No
     assert "GOOGLE_APPLICATION_CREDENTIALS" not in kept
 
 
-def test_a_machine_without_bubblewrap_is_named_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_machine_without_bubblewrap_is_named_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(SandboxError) as info:
         policy.check_available()
@@ -58,7 +60,9 @@ def test_a_bubblewrap_that_cannot_make_namespaces_is_quoted(
     tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     refusing = tmp_path / "bwrap"  # type: ignore[operator]
-    refusing.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    refusing.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+    )
     refusing.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     policy._probe.cache_clear()

@@ -62,7 +62,7 @@ def test_secret_volumes_are_read_only_copies_of_their_values(tmp_path: Path) -> 
     view.volumes(mounts, {str(store / "password"): b"hunter2", "/other/key": b"no"})
     try:
         argv = view.argv
-        (fd, target), = _pairs(argv, "--ro-bind-data")
+        ((fd, target),) = _pairs(argv, "--ro-bind-data")
         assert target == "/secrets/db/password"
         assert Path(f"/proc/self/fd/{fd}").read_bytes() == b"hunter2"
         assert str(store) not in argv  # never the store's own files
