@@ -225,3 +225,20 @@ def reach(address: str) -> str:
 @dsl.pipeline(name="reaching")
 def reaching(address: str) -> str:
     return reach(address=address).output
+
+
+@dsl.component(base_image="python:3.11")
+def credentials(secret: str) -> str:
+    """The storage key this task was given, and whether `secret` is in its environment."""
+    import os
+
+    seen = "\0".join(os.environ.values())
+    return f"{os.environ.get('AWS_ACCESS_KEY_ID', '')}|{secret in seen}"
+
+
+@dsl.pipeline(name="stored")
+def stored(secret: str) -> str:
+    """Artifacts passed through the namespace's own object store, with its own credentials."""
+    made = produce(text="in the bucket")
+    consume(data=made.outputs["data"])
+    return credentials(secret=secret).output

@@ -27,6 +27,7 @@ import pytest
 from container_images import needs_podman
 from postgres_db import NEEDS_POSTGRES, fresh_database
 from server_harness import kfp_client, start_server, stop, wait_state
+from team_server import cli
 from test_package_envs import private_index, wheel
 
 pytestmark = pytest.mark.integration
@@ -374,3 +375,44 @@ def test_a_machine_that_cannot_sandbox_refuses_a_team_server_in_one_line(tmp_pat
     assert (
         "tasks of this multi-user server are not isolated" in (tmp_path / "server.log").read_text()
     )
+
+
+def test_a_namespace_stores_artifacts_with_its_own_credentials_never_the_servers(
+    tmp_path_factory: pytest.TempPathFactory, s3_env: Any
+) -> None:
+    bucket = s3_env.make_bucket()
+    server_secret = f"server-{secrets.token_hex(8)}"
+    environ = {"AWS_ACCESS_KEY_ID": "server-key", "AWS_SECRET_ACCESS_KEY": server_secret}
+    with _team_server("sqlite", tmp_path_factory, env=environ) as team:
+        values = [
+            "AWS_ACCESS_KEY_ID=team-b-key", "AWS_SECRET_ACCESS_KEY=team-b-secret",
+            f"AWS_ENDPOINT_URL={s3_env.endpoint}", "AWS_DEFAULT_REGION=us-east-1",
+        ]  # fmt: skip
+        made = subprocess.run(
+            [sys.executable, "-m", "headwater", "secrets", "set", "--namespace", "team-b",
+             "storage", *values],
+            env={**os.environ, "HEADWATER_HOME": str(team.home)}, capture_output=True, text=True,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        root = f"s3://{bucket}/teams/team-b"
+        given = cli(team.home, "namespaces", "set", "team-b", "--pipeline-root", root,
+                    "--secret", "storage")  # fmt: skip
+        assert given.returncode == 0, given.stderr
+        run = team.run("bob", "team-b", isolation.stored, secret=server_secret)
+        assert run.state == "SUCCEEDED", run.error
+        assert _output(team, run.run_id, "credentials") == "team-b-key|False"
+        with contextlib.closing(s3_env.client()) as client:
+            keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]]
+            assert keys and all(k.startswith("teams/team-b/stored/") for k in keys), keys
+            (data,) = [k for k in keys if k.endswith("/produce/data")]
+            # `consume` read it (and changed only its own local copy of it).
+            stored = client.get_object(Bucket=bucket, Key=data)["Body"].read()
+        assert _output(team, run.run_id, "consume").startswith("in the bucket|")
+        assert stored == b"in the bucket"
+        # A run of team-b may not write under another root than its own.
+        client = team.client("bob", "team-b")
+        with pytest.raises(Exception, match="is outside namespace 'team-b'"):
+            client.create_run_from_pipeline_func(
+                isolation.stored, arguments={"secret": "x"}, namespace="team-b",
+                pipeline_root=f"s3://{bucket}/teams/team-a",
+            )  # fmt: skip
