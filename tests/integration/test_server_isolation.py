@@ -194,6 +194,7 @@ def test_a_component_of_one_namespace_reaches_nothing_of_the_server_or_another(
     own = str(team.home / "runs" / hostile.run_id / "tasks" / "snoop")
     assert [p for p in report.pop("home") if not p.startswith(own)] == []
     assert report == {"env": [], "proc": [], "files": [], "read": [], "written": []}
+    assert team.home.stat().st_mode & 0o777 == 0o700  # no other user of the machine reads it
     # team-a's artifact and log are as its run left them.
     assert Path(artifact).read_text() == "team-a data"
     assert "tampered" not in log.read_text() and "producing team-a data" in log.read_text()

@@ -114,6 +114,21 @@ def remove_principal(kind: str, name: str, *, metadata: MetadataArg = None) -> b
         return store.has_principals()
 
 
+def has_principals(metadata: str | None, *, upgrade: bool = False) -> bool:
+    """True if the store at `metadata` (None: the default) has tokens or users (a server on
+    it is multi-user); with `upgrade`, the store is made or migrated first (as a server does),
+    else only read."""
+    from headwater.metadata import open_reader, open_store
+
+    store = open_store(metadata) if upgrade else open_reader(metadata)
+    if store is None:
+        return False
+    try:
+        return store.has_principals()
+    finally:
+        store.close()
+
+
 @contextlib.contextmanager
 def _changing(metadata: MetadataArg) -> Iterator[MetadataStore]:
     """The store to change: the one given, left open; else opened (made or migrated, as the

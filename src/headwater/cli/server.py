@@ -194,6 +194,8 @@ def cmd_server(args: argparse.Namespace) -> int:
     multi_user = _multi_user(args, url)
     listen = listen_options(args, exposes="run pipelines on this machine", guarded=multi_user)
     _check_sandbox(args, multi_user)
+    if multi_user:
+        _private_home()
     # Read now: nothing this server starts (its workers, their tasks, a Dask cluster) needs it.
     os.environ.pop(config.TOKEN_ENV, None)
     scheduler = args.scheduler or (config.dask_scheduler() if args.executor == "dask" else None)
@@ -250,6 +252,17 @@ def _check_sandbox(args: argparse.Namespace, multi_user: bool) -> None:
             ) from None
 
 
+def _private_home() -> None:
+    """Make `$HEADWATER_HOME` its owner's alone: a team server keeps every namespace's runs,
+    logs, artifacts and keys there, which no other user of the machine may read."""
+    from headwater import config
+
+    home = config.home()
+    home.mkdir(parents=True, exist_ok=True)
+    if home.stat().st_uid == os.geteuid():
+        home.chmod(0o700)
+
+
 #: What a multi-user server started with --no-sandbox says at every start (and in /healthz).
 NOT_ISOLATED = (
     "headwater: warning: --no-sandbox: the tasks of this multi-user server are not isolated: "
@@ -261,21 +274,9 @@ NOT_ISOLATED = (
 def _multi_user(args: argparse.Namespace, url: str) -> bool:
     """True if the server will need a principal on every request (personal tokens or users in
     its store, or a trusted proxy): it may then listen beyond loopback without --token."""
+    from headwater.api.principals import has_principals
+
     return bool(args.trusted_proxy) or has_principals(url, upgrade=True)
-
-
-def has_principals(url: str | None, *, upgrade: bool = False) -> bool:
-    """True if the store at `url` (None: the default) has tokens or users; with `upgrade`,
-    the store is made or migrated first (as a server does), else only read."""
-    from headwater.metadata import open_reader, open_store
-
-    store = open_store(url) if upgrade else open_reader(url)
-    if store is None:
-        return False
-    try:
-        return store.has_principals()
-    finally:
-        store.close()
 
 
 def _warm_cluster(private: bool) -> Any:

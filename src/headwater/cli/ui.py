@@ -30,7 +30,7 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
 def cmd_ui(args: argparse.Namespace) -> int:
     """`headwater ui`: serve until interrupted. A store with personal tokens or users (`headwater
     server tokens`) makes it multi-user as `headwater server` is: each request needs one."""
-    from headwater.cli.server import has_principals
+    from headwater.api.principals import has_principals
 
     listen = listen_options(
         args, exposes="see your runs", guarded=has_principals(args.metadata_url)

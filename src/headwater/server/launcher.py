@@ -90,17 +90,11 @@ def _multi_user(settings: WorkerSettings) -> bool:
     --no-sandbox); a store that cannot be read says no (the worker decides again)."""
     if settings.sandbox != "auto" or settings.trusted_proxy:
         return settings.trusted_proxy
+    from headwater.api.principals import has_principals
     from headwater.errors import HeadwaterError
-    from headwater.metadata import open_reader
 
     try:
-        store = open_reader(settings.metadata_url)
-        if store is None:
-            return False
-        try:
-            return store.has_principals()
-        finally:
-            store.close()
+        return has_principals(settings.metadata_url)
     except HeadwaterError:
         return False
 
