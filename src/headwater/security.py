@@ -129,7 +129,7 @@ def check_bind(host: str, token: str | None, *, exposes: str = "call your models
     if not is_loopback(host) and not (token or "").strip():
         raise InvalidArgumentError(
             f"refusing to serve on {host!r} without a token: anyone who can reach it could "
-            f"{exposes}. Set {TOKEN_ENV} (or pass --token T); clients then send "
+            f"{exposes}. Give it --token-file PATH (or set {TOKEN_ENV}); clients then send "
             "'Authorization: Bearer T'. Or serve on 127.0.0.1"
         )
 

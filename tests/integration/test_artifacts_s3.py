@@ -272,11 +272,11 @@ def test_a_stalled_endpoint_fails_each_call_within_its_bound(
     script.write_text(STALLED_CALLS)
     limits = {
         "HEADWATER_S3_CONNECT_TIMEOUT": "1",
-        "HEADWATER_S3_READ_TIMEOUT": "3",
-        "HEADWATER_S3_RETRIES": "1",
+        "HEADWATER_S3_READ_TIMEOUT": "2.5",
+        "HEADWATER_S3_RETRIES": "0",
     }
-    # Three calls of 2 attempts x (1 + 3) s at most, plus backoff; unbounded, each used to
-    # take s3fs's 5 tries of botocore's 5 attempts of 15 s.
+    # Three calls of 1 attempt x (1 + 2.5) s at most; unbounded, each used to take s3fs's 5
+    # tries of botocore's 5 attempts of 15 s. (A call says what it waits on after 2 s.)
     proc = subprocess.run(
         [sys.executable, str(script), str(source)],
         capture_output=True,
@@ -295,7 +295,7 @@ def test_a_stalled_endpoint_fails_each_call_within_its_bound(
     waited = [line for line in proc.stderr.splitlines() if "still waiting for" in line]
     assert waited, proc.stderr
     assert f"upload to 's3://stalled/runs/p/run/task/out' at {silent_server}" in waited[0]
-    assert "gives up after about 8 s" in waited[0]
+    assert "gives up after about 3.5 s" in waited[0]
 
 
 @pytest.mark.parametrize(

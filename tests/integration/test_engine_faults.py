@@ -122,6 +122,7 @@ def test_successful_run_has_no_error_and_its_tasks_no_error_key(headwater: Cli) 
         "executor": "local",
         "worker": socket.gethostname(),
         "container": None,  # it ran on the host
+        "sandbox": None,  # as it is, not sandboxed
     }
 
 

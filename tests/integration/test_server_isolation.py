@@ -61,10 +61,22 @@ class TeamServer:
         return wait_state(client, run.run_id, DONE, timeout=120)
 
 
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamServer]:
+    """A team server on SQLite, shared by this module's tests."""
+    with _team_server("sqlite", tmp_path_factory) as server:
+        yield server
+
+
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=NEEDS_POSTGRES)])
-def team(
+def any_store(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TeamServer]:
+    """The team server on SQLite, then one on PostgreSQL with password authentication (for
+    the tests where the store's password is a secret to look for)."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("team")
+        return
     with _team_server(request.param, tmp_path_factory) as server:
         yield server
 
@@ -161,8 +173,9 @@ def _memory_has(pid: int, needles: list[bytes]) -> list[bytes]:
 
 
 def test_a_component_of_one_namespace_reaches_nothing_of_the_server_or_another(
-    team: TeamServer,
+    any_store: TeamServer,
 ) -> None:
+    team = any_store
     owned = team.run("alice", "team-a", isolation.owned, text="team-a data")
     assert owned.state == "SUCCEEDED", owned.error
     runs = team.home / "runs" / owned.run_id / "tasks"
@@ -217,12 +230,13 @@ def _scan_command_lines(stop: threading.Event, seen: set[bytes]) -> None:
         for entry in os.listdir("/proc"):
             if entry.isdigit():
                 seen.add(_read(f"/proc/{entry}/cmdline"))
-        time.sleep(0.01)
+        time.sleep(0.02)
 
 
 def test_no_secret_is_on_any_command_line_while_the_server_runs_tasks(
-    team: TeamServer, tmp_path: Path
+    any_store: TeamServer, tmp_path: Path
 ) -> None:
+    team = any_store
     wheel(tmp_path / "index", "hwtestpkg", "private")
     password = f"pw{secrets.token_hex(8)}"
     with private_index(tmp_path / "index") as url:
@@ -417,3 +431,19 @@ def test_a_namespace_stores_artifacts_with_its_own_credentials_never_the_servers
                 isolation.stored, arguments={"secret": "x"}, namespace="team-b",
                 pipeline_root=f"s3://{bucket}/teams/team-a",
             )  # fmt: skip
+
+
+def test_the_ui_runs_no_code_of_an_editor_in_the_server(team: TeamServer, tmp_path: Path) -> None:
+    marker = tmp_path / "ran-in-the-server"
+    source = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+    headers = {"Authorization": f"Bearer {team.tokens['alice']}"}
+    bodies = [
+        {"content": source, "filename": "p.py"},
+        {"path": str(team.token_file)},
+    ]
+    for route in ("/api/v1/pipelines", "/api/v1/runs"):
+        for body in bodies:
+            answer = httpx.post(team.base + route, json=body, headers=headers, timeout=30)
+            assert answer.status_code == 403, answer.text
+            assert "reads only an uploaded compiled pipeline" in answer.json()["error"]
+    assert not marker.exists()

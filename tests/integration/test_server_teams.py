@@ -495,7 +495,8 @@ UI_ROUTES: list[tuple[str, str, Any, str, int]] = [
     ("GET", "/recurring-runs/{rr}", None, "read", 200),
     ("GET", "/models", None, "shared", 200),
     ("GET", "/endpoints", None, "shared", 200),
-    ("POST", "/pipelines", {"path": "{spec}"}, "change", 200),
+    # A team's server reads uploads of compiled pipelines only (test_server_isolation.py).
+    ("POST", "/pipelines", {"content": "{spec_text}", "filename": "made.yaml"}, "change", 200),
     ("POST", "/models/nothing/versions/1/stage", {"stage": "staging"}, "change", 404),
     ("POST", "/runs", {"pipeline_version_id": "{vid}", "experiment_id": "{exp}"}, "write", 200),
     ("POST", "/runs/{run3}/terminate", None, "write", 409),
@@ -526,6 +527,7 @@ def test_every_ui_api_route_under_each_role(team: Team, made_a: dict[str, str]) 
     assert served == tabled, served ^ tabled
 
     ids = dict(made_a)
+    ids["spec_text"] = Path(made_a["spec"]).read_text()
     alice = kfp_client(team.base, existing_token=team.tokens["alice"])
     ids["run3"] = alice.run_pipeline(
         made_a["exp"], "for-the-ui", pipeline_id=made_a["pid"], version_id=made_a["vid"]

@@ -59,12 +59,27 @@ def test_ui_serves_pages_and_the_api(headwater: Cli) -> None:
 
 
 def test_ui_with_a_token_refuses_requests_without_it(headwater: Cli) -> None:
-    with ui_server(headwater, "--token", "s3cret") as base:
+    token = headwater.cwd / "token"
+    token.write_text("s3cret\n")
+    with ui_server(headwater, "--token-file", str(token)) as base:
         assert httpx.get(f"{base}/api/v1/runs", timeout=10).status_code == 401
         authorised = httpx.get(
             f"{base}/api/v1/runs", headers={"Authorization": "Bearer s3cret"}, timeout=10
         )
         assert authorised.status_code == 200 and authorised.json()["runs"] == []
+
+
+def test_a_token_on_the_command_line_is_warned_about(headwater: Cli) -> None:
+    proc = headwater.popen(
+        "ui", "--port", "0", "--token", "s3cret", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        said = proc.stderr.readline() if proc.stderr else ""
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=15)
+    assert said.startswith("headwater: warning: --token on the command line can be read by every")
+    assert "--token-file" in said
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "::"], ids=["any", "ip", "any6"])

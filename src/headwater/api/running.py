@@ -108,9 +108,11 @@ class TeamRules:
         """`options` for the run `record` of `store`."""
         team = self.multi_user or store.has_principals()
         if not team:
-            return (
-                options if not self.always else dataclasses.replace(options, sandbox=self.sandbox)
-            )
+            if not self.always or self.sandbox is None:
+                return options
+            # One user's server: sandboxed, and its inputs may be anywhere that user's are.
+            alone = dataclasses.replace(self.sandbox, confined=False)
+            return dataclasses.replace(options, sandbox=alone)
         namespace = record.namespace or ""
         policy = self.sandbox
         if policy is not None and namespace:

@@ -75,13 +75,24 @@ class PipelineSource(BaseModel):
     filename: str | None = None
     pipeline_name: str | None = Field(None, description="which pipeline of a .py file")
 
-    def resolved(self) -> str:
-        """The path to load: `path`, or where the upload was saved."""
-        from headwater.errors import InvalidArgumentError
+    def resolved(self, *, team: bool = False) -> str:
+        """The path to load: `path`, or where the upload was saved.
+
+        On a team's server (`team`) only an uploaded compiled pipeline is read: a `.py` file
+        would run its code in the server, and a path would name the server's own files.
+        """
+        from headwater.errors import InvalidArgumentError, PermissionDeniedError
         from headwater.ui.launch import save_upload
 
         if (self.path is None) == (self.content is None):
             raise InvalidArgumentError("give either 'path' or 'content' (with 'filename')")
+        compiled = (self.filename or "").lower().endswith((".yaml", ".yml", ".json"))
+        if team and (self.path is not None or not compiled):
+            raise PermissionDeniedError(
+                "a team's server reads only an uploaded compiled pipeline (.yaml or .json, from "
+                "kfp's compiler or `headwater compile`): a .py file would run its code in the "
+                "server, and a path would name the server's own files"
+            )
         if self.content is not None:
             return str(save_upload(self.content, self.filename or "pipeline.yaml"))
         return str(self.path)
@@ -102,12 +113,14 @@ class RunRequest(PipelineSource):
 
 
 @router.post("/pipelines", summary="A pipeline's parameters (uploads are saved)")
-def pipeline_parameters(source: PipelineSource) -> dict[str, Any]:
+def pipeline_parameters(request: Request, source: PipelineSource) -> dict[str, Any]:
     """`{"path", "pipeline", "parameters": [{"name", "type", "kind", "required", "default"}]}`;
-    `path` is where an upload was saved, to start runs of it by path."""
+    `path` is where an upload was saved, to start runs of it by path (on a team's server,
+    only uploads of compiled pipelines: 403 otherwise)."""
     from headwater.ui.launch import pipeline_form
 
-    return pipeline_form(source.resolved(), pipeline_name=source.pipeline_name)
+    team = principal_of(request).multi_user
+    return pipeline_form(source.resolved(team=team), pipeline_name=source.pipeline_name)
 
 
 @router.post("/runs", summary="Start a run")
@@ -121,7 +134,8 @@ def start_run(request: Request, body: RunRequest) -> dict[str, Any]:
     namespace = allow_start(request, body.experiment_id, body.namespace, body.pipeline_version_id)
     ir = None
     if not body.pipeline_version_id:
-        ir = load_pipeline(body.resolved(), pipeline_name=body.pipeline_name)
+        team = principal_of(request).multi_user
+        ir = load_pipeline(body.resolved(team=team), pipeline_name=body.pipeline_name)
     run_id = runs.start(
         ir=ir,
         version_id=body.pipeline_version_id or "",

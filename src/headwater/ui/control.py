@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from headwater.errors import InvalidArgumentError
+from headwater.errors import InvalidArgumentError, PermissionDeniedError
 
 if TYPE_CHECKING:
     from headwater.api.runs import DeletedRun
@@ -89,8 +89,16 @@ class LocalRuns:
     ) -> str:
         """Run `ir` on a thread (see `ui.launch.launch`); versions, names and experiments
         need `headwater server`."""
+        from headwater.api.principals import has_principals
         from headwater.ui.launch import launch
 
+        if has_principals(self.metadata_url):
+            # Its tasks would run here as this process's user, with its environment: a team's
+            # runs go through `headwater server`, which sandboxes every task.
+            raise PermissionDeniedError(
+                "this store is a team's (it has tokens or users): start runs on its "
+                "`headwater server`, which runs each task in a sandbox, not here"
+            )
         if ir is None or version_id or display_name or experiment_id or namespace:
             raise InvalidArgumentError(
                 "runs of uploaded pipelines, run names and experiments need `headwater "

@@ -123,7 +123,9 @@ async function showTask(runId, task) {
       ` · attempts ${task.attempts}`,
       task.container ? ` · in image ${task.container.image}` +
         (task.container.digest ? ` (${task.container.digest.slice(0, 19)})` : "") +
-        ` by ${task.container.runtime.split("/").pop()}` : ""),
+        ` by ${task.container.runtime.split("/").pop()}` : "",
+      task.sandbox ? ` · sandboxed (${task.sandbox.tool}, uid ${task.sandbox.uid}` +
+        Object.entries(task.sandbox.enforced || {}).map(([k, v]) => `; ${k}: ${v}`).join("") + ")" : ""),
     el("h3", {}, "Inputs"), kvTable(task.inputs), kvTable(task.artifacts.inputs, (task.artifact_ids || {}).inputs),
     el("h3", {}, "Outputs"), kvTable(task.outputs), kvTable(task.artifacts.outputs, (task.artifact_ids || {}).outputs),
   );
