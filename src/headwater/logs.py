@@ -88,8 +88,10 @@ def open_attempt(path: str, attempt: int, limit: int | None, *, inherit: bool = 
         ValueError: `limit` is below `MIN_LIMIT`.
     """
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if inherit else os.O_CLOEXEC)
-    fd = os.open(path, flags, 0o644)
+    if os.path.islink(path):  # ours is a file: a link there is a (sandboxed) task's doing
+        os.unlink(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+    fd = os.open(path, flags | (0 if inherit else os.O_CLOEXEC), 0o644)
     try:
         log = CappedLog(path, fd, limit or 0)
         if log.size:
@@ -184,7 +186,7 @@ class CappedLog:
         cut = self._cut + start - (body if self._cut else at)
         # Another descriptor, not opened to append: on Linux a write through an appending one
         # goes to the end whatever its offset.
-        fd = os.open(self._path, os.O_RDWR)
+        fd = os.open(self._path, os.O_RDWR | os.O_NOFOLLOW)
         try:
             if os.fstat(fd).st_ino != os.fstat(self._fd).st_ino:
                 return  # the file was replaced: leave the new one alone

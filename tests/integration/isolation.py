@@ -242,3 +242,22 @@ def stored(secret: str) -> str:
     made = produce(text="in the bucket")
     consume(data=made.outputs["data"])
     return credentials(secret=secret).output
+
+
+@dsl.component(base_image="python:3.11")
+def plant(target: str, data: dsl.Output[dsl.Dataset]) -> None:
+    """Leave links to `target` where the server reads: its artifact, its log, a retry's files."""
+    import os
+
+    os.symlink(target, data.path)
+    os.makedirs("outputs", exist_ok=True)
+    for name in ("log.txt", "executor_input.json", "pod.json", "outputs/extra"):
+        if os.path.lexists(name):
+            os.remove(name)
+        os.symlink(target, name)
+    os.symlink("/etc", "etc-link")
+
+
+@dsl.pipeline(name="planting")
+def planting(target: str) -> None:
+    plant(target=target)

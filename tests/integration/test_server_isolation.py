@@ -324,8 +324,8 @@ def _output_file(team: TeamServer, run_id: str, task: str, name: str) -> str:
 def test_a_server_that_is_not_root_sandboxes_its_tasks_too(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        pytest.skip("runs the server as uid 1000 in a user namespace (needs root's unshare)")
+    if not _can_be_a_user():
+        pytest.skip("runs as uid 1000 in a user namespace (needs root and `unshare --user`)")
     with _team_server("sqlite", tmp_path_factory, prefix=AS_A_USER) as team:
         owned = team.run("alice", "team-a", isolation.owned, text="team-a data")
         assert owned.state == "SUCCEEDED", owned.error
@@ -447,3 +447,27 @@ def test_the_ui_runs_no_code_of_an_editor_in_the_server(team: TeamServer, tmp_pa
             assert answer.status_code == 403, answer.text
             assert "reads only an uploaded compiled pipeline" in answer.json()["error"]
     assert not marker.exists()
+
+
+def _can_be_a_user() -> bool:
+    """True if this machine runs a command as uid 1000 in a user namespace (`AS_A_USER`)."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    return subprocess.run([*AS_A_USER, "true"], capture_output=True).returncode == 0
+
+
+def test_links_a_task_leaves_lead_the_server_nowhere(team: TeamServer) -> None:
+    assert team.token_file is not None
+    run = team.run("bob", "team-b", isolation.planting, target=str(team.token_file))
+    task = team.home / "runs" / run.run_id / "tasks" / "plant"
+    assert [p for p in task.rglob("*") if p.is_symlink()] == []
+    headers = {"Authorization": f"Bearer {team.tokens['bob']}"}
+    log = httpx.get(f"{team.base}/api/v1/runs/{run.run_id}/tasks/plant/log", headers=headers)
+    admin = team.secrets[0]
+    assert admin not in log.text
+    (execution,) = _executions(team, run.run_id)
+    for artifact in (execution.outputs or {}).values():
+        assert admin not in json.dumps(artifact)
+    data = [e for e in Path(team.home / "artifacts").rglob("data") if "planting" in str(e)]
+    assert all(not p.is_symlink() for p in data)
+    assert admin not in (task / "sandbox.json").read_text()  # written after, by the supervisor

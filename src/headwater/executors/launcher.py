@@ -36,6 +36,11 @@ def run_task(payload: dict[str, Any], output: int) -> None:
     code = 1
     try:
         _redirect_output(output)
+        sandbox = payload.get("sandbox")
+        if sandbox is not None:  # an earlier attempt's links, before this process writes there
+            from headwater.sandbox.links import remove_escapes
+
+            remove_escapes(sandbox["write"], [*sandbox["write"], *sandbox["read"]])
         _prepare(payload)
         if payload.get("env") is not None:
             os.environ.clear()
@@ -45,7 +50,6 @@ def run_task(payload: dict[str, Any], output: int) -> None:
         os.environ.update(payload.get("env_update") or {})
         # Where the task may say its outcome is a failure (`headwater.outcome`).
         os.environ[OUTCOME_ENV] = os.path.join(payload["workdir"], OUTCOME_FILE)
-        sandbox = payload.get("sandbox")
         if sandbox is None:
             _extend_python_path(payload.get("python_path") or [])
         in_image = payload.get("in_image") is not None

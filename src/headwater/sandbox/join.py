@@ -28,10 +28,11 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 from headwater.errors import SandboxError
+from headwater.sandbox.links import remove_escapes
 from headwater.sandbox.view import View, python_paths
 
 __all__ = ["RECORD_FILE", "enter", "give"]
@@ -90,16 +91,14 @@ def enter(
     namespaces = _start(spec, view)
     limits = dict(spec.get("limits") or {})
     baseline = _address_space()
-    enforced = _describe(limits, baseline)
     record = {
         "tool": f"bubblewrap {spec.get('version') or ''}".strip(),
         "uid": uid,
         "user_namespace": not root,
         "pid_namespace": True,
-        "enforced": enforced,
+        "enforced": _describe(limits, baseline),
     }
-    with open(os.path.join(workdir, RECORD_FILE), "w", encoding="utf-8") as fh:
-        json.dump(record, fh)
+    own = [*write, *(str(p) for p in spec.get("read") or ())]
     holder, hold = namespaces.pop("holder"), namespaces.pop("hold")
     said = namespaces.pop("said")
     _join(namespaces)
@@ -112,7 +111,20 @@ def enter(
         os.environ.clear()
         os.environ.update(env)
         return
-    _supervise(task, hold, holder)
+    _supervise(task, hold, holder, after=lambda: _close(write, own, workdir, record))
+
+
+def _close(write: Sequence[str], own: Sequence[str], workdir: str, record: dict[str, Any]) -> None:
+    """Once the sandbox has ended: no link the task left leads outside its own paths, and its
+    record says what the sandbox enforced (written now, where the task can no longer change
+    it)."""
+    remove_escapes(write, own)
+    path = os.path.join(workdir, RECORD_FILE)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with os.fdopen(os.open(path, flags, 0o644), "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
 
 
 def give(paths: Sequence[str], uid: int) -> None:
@@ -120,9 +132,9 @@ def give(paths: Sequence[str], uid: int) -> None:
     them; a folder that is its uid's already is taken to be so throughout."""
     for path in paths:
         os.makedirs(path, exist_ok=True)
-        if os.stat(path).st_uid == uid:
+        if os.lstat(path).st_uid == uid:
             continue
-        os.chown(path, uid, uid)
+        os.chown(path, uid, uid, follow_symlinks=False)
         for folder, dirs, files in os.walk(path):
             for name in [*dirs, *files]:
                 with contextlib.suppress(OSError):
@@ -310,8 +322,8 @@ def _describe(limits: Mapping[str, float], baseline: int) -> dict[str, str]:
     return enforced
 
 
-def _supervise(task: int, hold: int, holder: int) -> NoReturn:
-    """Wait for the task, end the sandbox, exit as the task did."""
+def _supervise(task: int, hold: int, holder: int, *, after: Callable[[], None]) -> NoReturn:
+    """Wait for the task, end the sandbox, call `after`, exit as the task did."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     status = 0
@@ -327,6 +339,12 @@ def _supervise(task: int, hold: int, holder: int) -> NoReturn:
     os.close(hold)  # the holder reads end of file: the sandbox and what is left in it end
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(holder, 0)
+    try:
+        after()
+    except Exception as exc:  # the task's failure, said in its log, not a crash of ours
+        print(f"headwater: closing the task's sandbox failed: {exc}", file=sys.stderr)
+        if os.waitstatus_to_exitcode(status) == 0:
+            status = 1 << 8
     sys.stdout.flush()
     sys.stderr.flush()
     code = os.waitstatus_to_exitcode(status)
