@@ -399,12 +399,22 @@ def test_principals_are_managed_in_one_line_each(tmp_path: Path) -> None:
         (("users", "remove", "nobody@example.com"), "no user named"),
         (("audit", "--since", "yesterday"), "ISO 8601"),
         (("--trusted-proxy", "proxy.example.com"), "--trusted-proxy takes an IP address"),
+        (("namespaces", "set", "Team_A"), "namespace name"),
+        (("namespaces", "set", "team-e", "--secret", "nope"), "has no secret 'nope'"),
+        (("namespaces", "set", "team-e", "--pipeline-root", "memory://x"), "every task reaches"),
+        (("namespaces", "unset", "team-z"), "has no settings of its own"),
+        (("--token-file", str(tmp_path / "missing")), "cannot read the token file"),
+        (("--sandbox-uid", "0"), "--sandbox-uid must be a user id above 0"),
     ):
         done = cli(home, *args)
         assert done.returncode == 2, (args, done.stderr)
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and says in lines[0], (args, done.stderr)
         assert "Traceback" not in done.stderr
+    set_root = cli(home, "namespaces", "set", "team-e", "--pipeline-root", str(tmp_path / "e"))
+    assert set_root.returncode == 0, set_root.stderr
+    [settings] = json.loads(cli(home, "namespaces", "list", "--json").stdout)
+    assert (settings["name"], settings["pipeline_root"]) == ("team-e", str(tmp_path / "e"))
 
 
 # -- the web UI in a real Chromium, as alice and as bob ------------------------------------------

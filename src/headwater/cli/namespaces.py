@@ -77,7 +77,15 @@ def _set(store: Any, args: argparse.Namespace) -> int:
     namespace = check_namespace(args.namespace)
     root = ""
     if args.pipeline_root:
-        root = store_for(args.pipeline_root).root  # a bad URI: one line, exit 2
+        from headwater.artifacts.fsspec_store import SHARED_SCHEMES
+
+        chosen = store_for(args.pipeline_root)  # a bad URI: one line, exit 2
+        if chosen.scheme not in SHARED_SCHEMES:
+            raise InvalidArgumentError(
+                f"--pipeline-root {args.pipeline_root!r}: a namespace's runs need a root every "
+                "task reaches (a folder, s3://..., gs://...)"
+            )
+        root = chosen.root
     if args.secret:
         check_name(args.secret)
         secrets = LocalSecretStore.for_home(config.namespace_home(namespace))
