@@ -78,9 +78,10 @@ def _set(store: Any, args: argparse.Namespace) -> int:
     root = ""
     if args.pipeline_root:
         from headwater.artifacts.fsspec_store import SHARED_SCHEMES
+        from headwater.paths import scheme_of
 
         chosen = store_for(args.pipeline_root)  # a bad URI: one line, exit 2
-        if chosen.scheme not in SHARED_SCHEMES:
+        if scheme_of(chosen.root) not in SHARED_SCHEMES:
             raise InvalidArgumentError(
                 f"--pipeline-root {args.pipeline_root!r}: a namespace's runs need a root every "
                 "task reaches (a folder, s3://..., gs://...)"
