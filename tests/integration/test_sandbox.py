@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,14 @@ def test_a_sandboxed_task_sees_and_keeps_only_what_is_its_own(
     assert status["NoNewPrivs"] == "1"
     assert report["input"] == "input" and report["input_writable"] is False
     assert report["home"] == ["artifacts", "runs"]  # the folders of its own paths only
-    # A private /tmp: what is there is its own paths' folders (the test's home is under /tmp).
+    # A private /tmp: what is there leads to what the sandbox shows (the test's home, or the
+    # Python environment, may be under /tmp), never what else the machine's /tmp holds.
+    import headwater as package
+
+    shown = [headwater.home, Path(sys.prefix), Path(sys.base_prefix), Path(package.__file__)]
+    under_tmp = {p.parts[2] for p in shown if p.parts[1:2] == ("tmp",) and len(p.parts) > 2}
     assert marker.name not in report["tmp"]
-    assert set(report["tmp"]) <= set(headwater.home.parts[2:3])
+    assert set(report["tmp"]) <= under_tmp
     assert not {e for e in report["env"] if e.startswith(("HEADWATER_HOME", "HEADWATER_METADATA"))}
     tasks = {t["name"]: t for t in summary["tasks"]}
     record = tasks["inside"]["sandbox"]
