@@ -279,6 +279,10 @@ def test_a_task_registers_its_own_model_through_the_engine_and_nothing_else(
     stolen = team.run("bob", "team-b", isolation.stealing, path="/etc/hostname")
     assert stolen.state == "FAILED"
     assert "may register only a model the task was given as an input" in stolen.error.message
+    # Nor a version of a model another namespace registered (it could demote theirs).
+    theirs = team.run("bob", "team-b", isolation.registering)
+    assert theirs.state == "FAILED"
+    assert "model 'toy' was made outside namespace 'team-b'" in theirs.error.message
     url = _store_url(team)
     store = open_reader(url)
     assert store is not None

@@ -210,6 +210,9 @@ def run_options(
     executor_options: dict[str, Any] = {}
     if args.sandbox_read and not args.sandbox:
         raise UserError("--sandbox-read is for sandboxed tasks: add --sandbox")
+    for path in args.sandbox_read:
+        if not os.path.exists(path):
+            raise UserError(f"--sandbox-read {path!r} does not exist: give a file or folder")
     sandbox = None
     if args.sandbox:
         from headwater.sandbox import SandboxPolicy

@@ -76,13 +76,17 @@ class RunRequests:
             for original, seen in zip(spec["artifacts"], staged, strict=True):
                 given[str(original["uri"])] = given[str(seen["uri"])] = str(original["uri"])
         uri = str(request.get("uri") or "")
+        name = str(request.get("name") or "")
+        _own_name(
+            store, run_id, [m.run_id for m in store.list_models(name=name)], f"model {name!r}"
+        )
         if uri not in given:
             raise PermissionDeniedError(
                 f"register_model may register only a model the task was given as an input; "
                 f"{uri!r} is not one of them"
             )
         info = register_model(
-            str(request.get("name") or ""),
+            name,
             given[uri],
             framework=str(request.get("framework") or ""),
             metrics=request.get("metrics") or {},
@@ -111,10 +115,14 @@ class RunRequests:
                 f"deploy_model may deploy only a model registered by a run of namespace "
                 f"{namespace!r}; {spec!r} is not"
             )
+        endpoint = str(request.get("endpoint") or "") or source.registered.partition(":")[0]
+        existing = store.get_endpoint(endpoint)
+        if existing is not None:
+            _own_name(store, run_id, [existing.run_id], f"endpoint {endpoint!r}")
         settings = dict(request.get("settings") or {})
         done = deploy_model(
             spec,
-            name=str(request.get("endpoint") or "") or None,
+            name=endpoint,
             run_id=run_id,
             metadata=self.metadata_url,
             sandbox=sandbox,
@@ -122,3 +130,22 @@ class RunRequests:
         )
         served = done.endpoint.models[0]["version"] if done.endpoint.models else ""
         return {"url": done.endpoint.url, "endpoint": done.endpoint.name, "version": str(served)}
+
+
+def _own_name(store: Any, run_id: str, owners: list[str | None], what: str) -> None:
+    """Refuse a registry or endpoint name that runs of another namespace made (or that was
+    made outside any run): the registry's names are the machine's, not a namespace's, and a
+    new version or a redeploy would change what another team serves.
+
+    Raises:
+        PermissionDeniedError: Some record of the name is not this run's namespace's.
+    """
+    run = store.get_run(run_id)
+    namespace = run.namespace if run is not None else ""
+    for owner in owners:
+        made = store.get_run(owner) if owner else None
+        if made is None or made.namespace != namespace:
+            raise PermissionDeniedError(
+                f"{what} was made outside namespace {namespace!r}: a run of it may not add to "
+                "it; choose a name of your own"
+            )

@@ -18,7 +18,7 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from headwater.errors import HeadwaterError, PipelineSpecError
+from headwater.errors import HeadwaterError, PipelineSpecError, PlatformError
 from headwater.outcome import OUTCOME_ENV, OUTCOME_FILE
 
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ def run_task(payload: dict[str, Any], output: int) -> None:
         if sandbox is not None:  # an earlier attempt's links, before this process writes there
             from headwater.sandbox.links import remove_escapes
 
-            remove_escapes(sandbox["write"], [*sandbox["write"], *sandbox["read"]])
+            scanned = [p for p in sandbox["write"] if p != sandbox.get("workspace")]
+            remove_escapes(scanned, [*sandbox["write"], *sandbox["read"]])
         _prepare(payload)
         if payload.get("env") is not None:
             os.environ.clear()
@@ -139,8 +140,13 @@ def _enter_sandbox(payload: dict[str, Any], host_env: dict[str, str]) -> None:
 
     env = inherited_env(host_env)
     for name, path in payload["sandbox"].get("secret_env") or ():
-        with open(path, "rb") as fh:  # the namespace's storage credentials
-            env[name] = fh.read().decode("utf-8", "surrogateescape").strip()
+        try:
+            with open(path, "rb") as fh:  # the namespace's storage credentials
+                env[name] = fh.read().decode("utf-8", "surrogateescape").strip()
+        except OSError as exc:
+            raise PlatformError(
+                f"cannot read ${name} of the namespace's storage secret: {exc.strerror or exc}"
+            ) from exc
     env.update({k: v for k, v in os.environ.items() if host_env.get(k) != v})
     env.setdefault("HOME", "/tmp")
     env.setdefault("TMPDIR", "/tmp")

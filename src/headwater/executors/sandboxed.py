@@ -27,6 +27,9 @@ __all__ = ["REQUESTS_FILE", "check_inputs", "read_back", "sandbox_spec"]
 
 #: Where a sandboxed task writes what it asks of the engine (`config.TASK_REQUESTS_ENV`).
 REQUESTS_FILE = "requests.jsonl"
+#: The most of it the engine reads: bytes, and requests.
+MAX_REQUEST_BYTES = 1 << 20
+MAX_REQUESTS = 100
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,6 +71,9 @@ def sandbox_spec(
         "home": str(config.home()),
         "read": [path for _, path in read],
         "write": write,
+        # Shared by the run's tasks and read by nothing outside their sandboxes: its links
+        # lead nowhere, so it is not walked for them (it may hold many files).
+        "workspace": launch.placeholders.workspace_path,
         "python_path": list(payload.get("python_path") or ()),
         "limits": {"cpu": cpu, "memory": memory},
         "secret_env": [list(pair) for pair in policy.secret_env],
@@ -116,12 +122,14 @@ def read_back(launch: Launch, *, ok: bool) -> tuple[dict[str, Any] | None, list[
 
     record = None
     with contextlib.suppress(OSError, ValueError), open(launch.workdir / RECORD_FILE) as fh:
-        found = json.load(fh)
+        found = json.loads(fh.read(MAX_REQUEST_BYTES))
         record = found if isinstance(found, dict) else None
     requests: list[dict[str, Any]] = []
     if ok:
         with contextlib.suppress(OSError), open(launch.workdir / REQUESTS_FILE) as fh:
-            for line in fh:
+            # At most what a pipeline's own requests come to: a task cannot make the engine
+            # read a file of any size.
+            for line in fh.read(MAX_REQUEST_BYTES).splitlines()[:MAX_REQUESTS]:
                 with contextlib.suppress(ValueError):
                     request = json.loads(line)
                     if isinstance(request, dict):

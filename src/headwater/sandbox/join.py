@@ -99,6 +99,7 @@ def enter(
         "enforced": _describe(limits, baseline),
     }
     own = [*write, *(str(p) for p in spec.get("read") or ())]
+    scanned = [p for p in write if p != spec.get("workspace")]
     holder, hold = namespaces.pop("holder"), namespaces.pop("hold")
     said = namespaces.pop("said")
     _join(namespaces)
@@ -111,14 +112,16 @@ def enter(
         os.environ.clear()
         os.environ.update(env)
         return
-    _supervise(task, hold, holder, after=lambda: _close(write, own, workdir, record))
+    _supervise(task, hold, holder, after=lambda: _close(scanned, own, workdir, record))
 
 
-def _close(write: Sequence[str], own: Sequence[str], workdir: str, record: dict[str, Any]) -> None:
-    """Once the sandbox has ended: no link the task left leads outside its own paths, and its
-    record says what the sandbox enforced (written now, where the task can no longer change
-    it)."""
-    remove_escapes(write, own)
+def _close(
+    scanned: Sequence[str], own: Sequence[str], workdir: str, record: dict[str, Any]
+) -> None:
+    """Once the sandbox has ended: no link the task left under `scanned` leads outside its own
+    paths, and its record says what the sandbox enforced (written now, where the task can no
+    longer change it)."""
+    remove_escapes(scanned, own)
     path = os.path.join(workdir, RECORD_FILE)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)

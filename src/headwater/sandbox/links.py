@@ -6,9 +6,10 @@ Inside its sandbox a task can make a link to any path (`/etc/shadow`,
 task's next attempt, which read and write the task's folders with the server's rights, would
 follow it there (an output parameter file, a log, an artifact downloaded through the UI, the
 `executor_input.json` of a retry). So the task's supervisor removes every link under the
-task's writable paths that resolves outside the task's own paths (its writable ones and its
-inputs), once its sandbox has ended, and again before its next attempt begins; each one
-removed is said in the task's log.
+task's folder and output folders that resolves outside the task's own paths (its writable
+ones and its inputs), once its sandbox has ended, and again before its next attempt begins;
+each one removed is said in the task's log. (The run's workspace, shared by its tasks, is
+read by nothing outside their sandboxes, and is not walked.)
 """
 
 from __future__ import annotations

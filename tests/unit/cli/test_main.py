@@ -136,8 +136,10 @@ def test_the_fork_server_is_started_ahead_only_for_a_local_run(
         ["run", "{tmp}/bad.yaml"],
         ["run", "{tmp}/bad.yaml", "--max-parallel", "many"],
         ["run", "{tmp}/bad.yaml", "--scheduler", "tcp://nowhere:1"],
+        ["run", "{tmp}/bad.yaml", "--sandbox", "--sandbox-read", "{tmp}/nowhere"],
+        ["run", "{tmp}/bad.yaml", "--sandbox-read", "{tmp}"],
     ],
-    ids=["missing-file", "bad-yaml", "usage-error", "bad-options"],
+    ids=["missing-file", "bad-yaml", "usage-error", "bad-options", "no-such-read", "read-alone"],
 )
 def test_bad_input_leaves_no_fork_server_behind(
     argv: list[str],
