@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 import pytest
-from cli_harness import Cli, pipeline, run_in_pty
+from cli_harness import Cli, pipeline, run_failed, run_in_pty, run_ok
 
 pytestmark = pytest.mark.integration
 
@@ -61,3 +62,49 @@ def test_lineage_takes_a_registered_model_and_prints_task_parameters(headwater: 
     assert missing.stderr.strip() == (
         "headwater: error: model 'toy' has no version 2 (registered versions: 1)"
     )
+
+
+def test_a_big_loop_is_counted_not_listed_and_its_failures_come_first(headwater: Cli) -> None:
+    made = headwater("run", pipeline("big_loop"), "--param", "n=60", "--param", "fail_from=40")
+    assert made.returncode == 1, made.describe()
+    lines = made.stderr.splitlines()
+    # The loop's first iterations are listed as any task; the rest are counted.
+    started = [x for x in lines if re.fullmatch(r"  started   step\[\d+\]", x)]
+    assert len(started) == 5, lines
+    failed = [x for x in lines if x.startswith("  FAILED step[")]
+    assert failed, lines  # every failure is shown, listed or not
+    assert all("step" in x and "fails until" in x for x in failed), failed
+    counted = [x for x in lines if x.startswith("  loop      step[*]: ")]
+    assert counted and "(past its first 5)" in counted[-1], lines
+    assert len(lines) < 40 + 2 * len(failed), lines
+    found = re.search(r"run ([0-9a-f-]{36}) FAILED", made.stderr)
+    assert found, lines
+    run_id = found.group(1)
+
+    text = headwater("runs", "show", run_id).stdout
+    rows = [x for x in text.splitlines() if x.startswith("step")]
+    folded = [x for x in rows if x.startswith("step[*]")]
+    assert len(folded) == 1, text
+    assert re.search(r"step\[\*\]\s+60 tasks: \d+ FAILED, ", folded[0]), folded
+    failed_rows = rows[: rows.index(folded[0])]
+    assert failed_rows and all(x.split()[1] == "FAILED" for x in failed_rows), text
+    home = shlex.quote(str(headwater.home))
+    assert f"every task: HEADWATER_HOME={home} headwater runs show {run_id} --all)" in text
+    every = headwater("runs", "show", run_id, "--all").stdout
+    assert len([x for x in every.splitlines() if re.match(r"step\[\d+\] ", x)]) == 60, every
+
+
+def test_a_resumed_big_loop_reruns_only_what_had_not_succeeded(
+    headwater: Cli, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    params = {"n": 300, "fail_from": 250, "gate": str(gate)}
+    first = run_failed(headwater.run("big_loop", params=params))
+    succeeded = {t["name"] for t in first["tasks"] if t["state"] == "SUCCEEDED"}
+    assert 250 <= len(succeeded) < 302, len(succeeded)  # make-items, steps 0-249, some others
+    gate.touch()
+    resumed = run_ok(headwater("run", "--resume", first["run_id"], "--json"))
+    assert resumed["outputs"] == {"Output": sum(range(1, 301))}
+    reused = {t["name"] for t in resumed["tasks"] if t["cached"]}
+    ran = {t["name"] for t in resumed["tasks"] if not t["cached"]}
+    assert reused == succeeded and len(ran) == 302 - len(succeeded), (len(reused), len(ran))

@@ -13,6 +13,8 @@ import sys
 from typing import Any
 
 from headwater.api import iso_time
+from headwater.cli.loops import FOLD_OVER, FoldedLoop, fold_loops
+from headwater.config import home_command
 
 
 def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -30,6 +32,12 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     show = runs_sub.add_parser("show", help="one run's tasks, inputs, outputs and logs")
     show.add_argument("run_id", help="a run id (a unique prefix is enough)")
     show.add_argument("--json", action="store_true")
+    show.add_argument(
+        "--all",
+        action="store_true",
+        help=f"list every task (a loop of over {FOLD_OVER} iterations is otherwise one line, "
+        "after its failed ones)",
+    )
     delete = runs_sub.add_parser("delete", help="delete a run and the artifacts only it uses")
     delete.add_argument("run_id")
 
@@ -152,7 +160,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if log_root:
         print(f"{'logs':<10} {log_root}")
     rows = [["TASK", "STATE", "DURATION", "CACHED", "INPUTS", "OUTPUTS", "LOG"]]
-    for t in run.tasks:
+    shown, folded = fold_loops(run.tasks, every=args.all)
+    for t in shown:
+        if isinstance(t, FoldedLoop):
+            rows.append([t.name, t.summary(), t.duration(), "", "", "", ""])
+            continue
         inputs = {**user_names(t.inputs), **_paths(t.input_artifacts, art_root)}
         outputs = {**t.outputs, **_paths(t.output_artifacts, art_root)}
         took = "" if t.duration is None else f"{t.duration:.2f}s"
@@ -164,6 +176,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         rows.append([t.name, t.state, took, "yes" if t.cached else "",
                      _assignments(inputs), _assignments(outputs), log])  # fmt: skip
     print(_table(rows))
+    if folded:
+        print(
+            f"(each loop of over {FOLD_OVER} iterations is one line, after its failed ones; "
+            f"every task: {home_command('runs', 'show', run.run_id, '--all')})"
+        )
     return 0
 
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
+from headwater.cli.loops import loop_of
 from headwater.config import home_command
 from headwater.engine.hooks import RunHooks
 from headwater.logs import MARKER_LEN, cut_so_far, tail_lines
@@ -34,6 +35,11 @@ REGISTER_COMPONENT = "comp-register-model"
 #: bounded whatever a task prints, and a chatty task cannot hold up the engine's loop.
 STREAM_CHUNK = 256 * 1024
 STREAM_TICK_BUDGET = 4 * STREAM_CHUNK
+#: How many iterations of each loop get their own lines (and, with `-v`, their output); the
+#: rest are counted, on a line every `LOOP_EVERY` seconds and once at the end. Failures are
+#: always shown.
+LOOP_LINES = 5
+LOOP_EVERY = 5.0
 
 
 def log_tail(path: str | None, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -65,6 +71,9 @@ class ConsoleReporter(RunHooks):
         #: "NAME:VERSION" of each model a `register_model` task of the run registered.
         self._registered: list[str] = []
         self.tuning = TuningProgress()
+        self.loops = LoopProgress()
+        self._status_at = 0.0
+        self._status_cost = 0.0
 
     def _write(self, line: str) -> None:
         if self._status_shown:
@@ -81,6 +90,8 @@ class ConsoleReporter(RunHooks):
         self._write(f"headwater: logs in {run.run_dir / 'tasks'}")
 
     def before_task(self, *, run: Run, launch: Launch) -> None:
+        if not self.loops.started(launch.name, launch.attempt):
+            return  # an iteration of a big loop: counted, not listed
         if self.verbose:
             self._logs[launch.name] = _LogFollower(str(launch.log_path), launch.log_limit)
         if self.tuning.spare(launch.name, launch.component, _parameters(launch)):
@@ -93,10 +104,15 @@ class ConsoleReporter(RunHooks):
         took = ""
         if task.started_at is not None:
             took = f" in {time.time() - task.started_at:.2f}s"
+        retrying = state is TaskState.FAILED and task.state is TaskState.READY
+        said = "RETRYING" if retrying else "CACHED" if task.cached else state.value
+        listed = self.loops.ended(task.name, said)
         if state is TaskState.SUCCEEDED:
             self._note_registration(task)
             if self.tuning.finished(task):
                 return  # a tuning round the run did not ask for, counted apart at the end
+        if not listed and state is not TaskState.FAILED:
+            return  # an iteration of a big loop: counted
         if task.cached:
             self._write(f"  cached    {task.name}")
         elif state is TaskState.SUCCEEDED:
@@ -122,10 +138,17 @@ class ConsoleReporter(RunHooks):
         for name in list(self._logs):
             self._stream_log(name, final=False)
         if not self.live:
+            for line in self.loops.lines(every=LOOP_EVERY):
+                self._write(line)
             return
+        now = time.monotonic()
+        if now - self._status_at < 20 * self._status_cost:
+            return  # a run of many tasks: redrawn less often, at most 5% of the engine's time
+        self._status_at = now
         counts = self.tuning.counts(run.counts())
         shown = " ".join(f"{k.lower()}={v}" for k, v in counts.items() if v)
         running = ", ".join(run.running_tasks()[:4])
+        self._status_cost = time.monotonic() - now
         elapsed = time.monotonic() - self._started
         line = f"[{elapsed:6.1f}s] {shown}" + (f" | {running}" if running else "")
         try:
@@ -155,6 +178,8 @@ class ConsoleReporter(RunHooks):
         self.stream.flush()
 
     def after_run(self, *, run: Run) -> None:
+        for line in self.loops.lines(every=0.0):
+            self._write(line)
         counts = self.tuning.counts(run.counts())
         shown = ", ".join(f"{v} {k.lower()}" for k, v in counts.items() if v)
         self._write(f"headwater: run {run.run_id} {run.state} in {run.duration:.2f}s ({shown})")
@@ -360,3 +385,67 @@ class _LogFollower:
         if final and self.partial:
             yield self.partial.decode("utf-8", "replace").splitlines()
             self.partial = b""
+
+
+class LoopProgress:
+    """Which iterations of each loop a run's progress lists, and counts of the rest.
+
+    The first `LOOP_LINES` iterations of a loop to start are listed as any task is; from the
+    next one on, the loop's iterations are counted by state, and `lines` says the counts.
+    """
+
+    def __init__(self) -> None:
+        self._listed: dict[str, set[str]] = {}
+        self._counts: dict[str, dict[str, int]] = {}
+        self._changed: set[str] = set()
+        self._said = 0.0
+
+    def started(self, name: str, attempt: int) -> bool:
+        """Note that `name` started; whether it is listed."""
+        loop = loop_of(name)
+        if loop is None:
+            return True
+        listed = self._listed.setdefault(loop, set())
+        if name in listed or (len(listed) < LOOP_LINES and attempt == 1):
+            listed.add(name)
+            return True
+        self._count(loop, "RUNNING", 1)
+        return False
+
+    def ended(self, name: str, state: str) -> bool:
+        """Note that `name` ended in `state` ("CACHED" for a cache hit, "RETRYING" for a
+        failed attempt to be retried); whether it is listed."""
+        loop = loop_of(name)
+        if loop is None:
+            return True
+        listed = self._listed.setdefault(loop, set())
+        if name in listed:
+            return True
+        if state == "CACHED" and len(listed) < LOOP_LINES:  # a hit never started
+            listed.add(name)
+            return True
+        if state != "CACHED":
+            self._count(loop, "RUNNING", -1)
+        if state != "RETRYING":
+            self._count(loop, state, 1)
+        return False
+
+    def _count(self, loop: str, state: str, change: int) -> None:
+        counts = self._counts.setdefault(loop, {})
+        counts[state] = counts.get(state, 0) + change
+        self._changed.add(loop)
+
+    def lines(self, *, every: float) -> list[str]:
+        """A line of counts for each loop that changed, if `every` seconds passed since the
+        last ones."""
+        now = time.monotonic()
+        if not self._changed or now - self._said < every:
+            return []
+        self._said = now
+        lines = []
+        for loop in sorted(self._changed):
+            counts = self._counts[loop]
+            shown = ", ".join(f"{n:,} {s.lower()}" for s, n in sorted(counts.items()) if n)
+            lines.append(f"  loop      {loop}: {shown} (past its first {LOOP_LINES})")
+        self._changed.clear()
+        return lines

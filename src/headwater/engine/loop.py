@@ -17,6 +17,7 @@ from headwater.engine.hooks import RunHooks
 from headwater.engine.requests import TaskRequests, carry_out
 from headwater.engine.result import Run, TaskInfo
 from headwater.engine.state import RunStateMachine
+from headwater.engine.waiting import Waiting
 from headwater.errors import EngineError, ExecutorLostError, UserError
 from headwater.executors.base import Admission, Executor
 from headwater.task import Launch, TaskError, TaskResult, TaskState
@@ -61,7 +62,7 @@ class EngineLoop:
         self.hooks = hooks
         self.run_ = run
         self.resume = resume
-        self.queue: list[Launch] = []
+        self.queue = Waiting()
 
     def run(self) -> None:
         """Drive the run to its end (or re-raise what interrupted it, after recording it)."""
@@ -170,11 +171,7 @@ class EngineLoop:
         return True
 
     def _admit(self) -> None:
-        waiting = []
-        for launch in self.queue:
-            if not self.pool.try_acquire(launch):
-                waiting.append(launch)
-                continue
+        for launch in self.queue.admit(self.pool.try_acquire):
             devices = self.pool.device_env(launch.task_id)
             if devices:  # only tasks given GPUs pay for the copy
                 launch = dataclasses.replace(launch, device_env=devices)
@@ -183,7 +180,6 @@ class EngineLoop:
             for hook in self.hooks:
                 hook.before_task(run=self.run_, launch=launch)
             self.executor.submit(launch)
-        self.queue = waiting
 
     def _feed(self, result: TaskResult) -> None:
         self.machine.finish(result)

@@ -12,6 +12,7 @@ run reports in `report`.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -68,10 +69,16 @@ class RunStateMachine:
         self._next_id = 0
         self.tasks: dict[int, TaskRun] = {}
         self.root = DagRun(ir.root, dict(arguments), dict(artifact_inputs or {}), None)
-        self._dags: list[DagRun] = [self.root]
+        #: What changed and was not looked at yet: a DAG just opened (None: all its tasks may
+        #: start), or a task of it that just became final (its downstream tasks may start).
+        #: Each change is looked at once, so a run costs what its tasks do, however many.
+        self._changes: deque[tuple[DagRun, TaskRun | None]] = deque()
+        #: For each DAG component, the tasks that wait on each task (by name, in IR order).
+        self._downstream: dict[str, dict[str, list[str]]] = {}
         self._populate(self.root)
         self._ready: list[TaskRun] = []
         self._stopped = False
+        self._open(self.root)
         self._advance()
 
     # -- public surface -------------------------------------------------------------------
@@ -192,8 +199,16 @@ class RunStateMachine:
             task = TaskRun(self._next_id, spec, dag, name, component)
             dag.tasks[spec.name] = task
             self.tasks[task.id] = task
+        dag.open_tasks = len(dag.tasks)
 
-    def _child(self, task: TaskRun, index: int | None, item: Any = None) -> DagRun:
+    def _open(self, dag: DagRun) -> None:
+        """Let `dag`'s tasks start (a loop iteration waits for its turn)."""
+        dag.active = True
+        self._changes.append((dag, None))
+
+    def _child(
+        self, task: TaskRun, index: int | None, item: Any = None, *, active: bool = True
+    ) -> DagRun:
         prefix = task.dag.prefix
         if not is_control_flow_task(task.spec.name):
             prefix = f"{prefix}{task.spec.name}."
@@ -206,29 +221,46 @@ class RunStateMachine:
                 params[it.item_input] = item
             else:
                 artifacts[it.item_input] = [item]
-        child = DagRun(task.component, params, artifacts, task, prefix=prefix, suffix=suffix)
+        child = DagRun(
+            task.component, params, artifacts, task, prefix=prefix, suffix=suffix, active=False
+        )
         child.shielded = task.spec.all_upstream_completed
         self._populate(child)
         task.children.append(child)
-        self._dags.append(child)
+        if active:
+            self._open(child)
         return child
 
     # -- advancing ------------------------------------------------------------------------
 
     def _advance(self) -> None:
-        changed = True
-        while changed:
-            changed = False
-            for dag in list(self._dags):
-                if dag.state.final or not dag.active:
-                    continue
-                for task in dag.tasks.values():
-                    if task.state is TaskState.PENDING and self._try_start(task):
-                        changed = True
-                if all(t.state.final for t in dag.tasks.values()):
-                    self._close_dag(dag)
-                    changed = True
-            self._dags = [d for d in self._dags if not d.state.final]
+        """Start what may start and close what is done, until nothing changes."""
+        changes = self._changes
+        while changes:
+            dag, changed = changes.popleft()
+            if dag.state.final or not dag.active:
+                continue
+            if changed is None:
+                candidates = list(dag.tasks.values())
+            else:
+                candidates = [dag.tasks[n] for n in self._waiting_on(dag, changed.spec.name)]
+            for task in candidates:
+                if task.state is TaskState.PENDING:
+                    self._try_start(task)
+            if dag.open_tasks == 0:
+                self._close_dag(dag)
+
+    def _waiting_on(self, dag: DagRun, name: str) -> list[str]:
+        """The tasks of `dag` that wait on its task `name`."""
+        table = self._downstream.get(dag.component.name)
+        if table is None:
+            table = {n: [] for n in dag.tasks}
+            for task in dag.tasks.values():
+                for up in self._upstream(task):
+                    if up in table:
+                        table[up].append(task.spec.name)
+            self._downstream[dag.component.name] = table
+        return table[name]
 
     def _upstream(self, task: TaskRun) -> set[str]:
         names = set(task.spec.dependencies)
@@ -296,20 +328,20 @@ class RunStateMachine:
         task.state = TaskState.RUNNING
         task.started_at = time.time()
         for index, item in enumerate(items):
-            self._child(task, index, item).active = False
+            self._child(task, index, item, active=False)
         self._activate_iterations(task)
         if not items:
             self._complete(task, collect(task))
 
     def _activate_iterations(self, task: TaskRun) -> None:
-        limit = task.spec.parallelism or len(task.children)
-        running = sum(1 for c in task.children if c.active and not c.state.final)
-        for child in task.children:
-            if running >= limit and not task.failing:
-                break
-            if not child.active:
-                child.active = True
-                running += 1
+        """Open the loop's next iterations, up to its `parallelism` (all once it is failing)."""
+        children = task.children
+        limit = task.spec.parallelism or len(children)
+        while task.next_child < len(children) and (task.open_children < limit or task.failing):
+            child = children[task.next_child]
+            task.next_child += 1
+            task.open_children += 1
+            self._open(child)
 
     def _import(self, task: TaskRun, importer: Mapping[str, Any]) -> None:
         outputs = imported(self.context, task, importer)
@@ -321,6 +353,9 @@ class RunStateMachine:
     # -- completion -----------------------------------------------------------------------
 
     def _finalize(self, task: TaskRun, state: TaskState) -> None:
+        if not task.state.final:
+            task.dag.open_tasks -= 1
+            self._changes.append((task.dag, task))
         task.state = state
         task.finished_at = time.time()
 
@@ -344,8 +379,9 @@ class RunStateMachine:
         if parent is None:
             return
         if parent.spec.iterator is not None:
+            parent.open_children -= 1
             self._activate_iterations(parent)
-            if not all(c.state.final for c in parent.children):
+            if parent.open_children or parent.next_child < len(parent.children):
                 return
             state = combined({c.state for c in parent.children})
         else:

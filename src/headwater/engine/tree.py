@@ -90,6 +90,8 @@ class DagRun:
     shielded: bool = False
     state: TaskState = TaskState.RUNNING
     outputs: Outputs = field(default_factory=Outputs)
+    #: How many of `tasks` are not final yet: the DAG closes when none is.
+    open_tasks: int = 0
 
     def ancestors(self) -> Iterator[DagRun]:
         """This DAG and every DAG above it."""
@@ -117,6 +119,9 @@ class TaskRun:
     artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     outputs: Outputs = field(default_factory=Outputs)
     children: list[DagRun] = field(default_factory=list)
+    #: A loop's iterations: the next one to activate, and how many are active and open.
+    next_child: int = 0
+    open_children: int = 0
     attempts: int = 0
     not_before: float = 0.0
     error: TaskError | None = None

@@ -43,7 +43,11 @@ class Admission(Protocol):
         """Refuse (raise ResourceError) a task that can never run; else a warning or None."""
 
     def try_acquire(self, launch: Launch) -> bool:
-        """Take what `launch` needs if it is free now; return whether it may start."""
+        """Take what `launch` needs if it is free now; return whether it may start.
+
+        The answer depends on `launch.resources` and on what is held only: once a request
+        was refused, the engine does not ask again for the same request until a task ends.
+        """
 
     def device_env(self, task_id: int) -> dict[str, str]:
         """The environment that shows an admitted task its devices ({} when none)."""
