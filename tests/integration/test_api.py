@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import socket
 import sqlite3
 import subprocess
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_harness import Cli, pipeline, run_ok
+from cli_harness import Cli, pipeline, process_gone, run_ok
 
 import headwater
 from headwater.errors import NotFoundError
@@ -142,3 +143,42 @@ def test_reading_commands_write_nothing_and_show_a_dead_engine_run_interrupted(
     with contextlib.closing(sqlite3.connect(db)) as conn:
         state = conn.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     assert state == ("INTERRUPTED",)
+
+
+SPARE_SCRIPT = """
+import json, os, sys
+import headwater
+from headwater.executors import prestart
+
+def where():
+    run = headwater.run(sys.argv[1], enable_cache=False)
+    assert run.state == "SUCCEEDED", run.error
+    pid, cwd = run.outputs["Output"].split(" ", 1)
+    return int(pid), cwd
+
+first, _ = where()
+spare = prestart._spares[False].pid
+second, _ = where()  # on the spare the first run left
+os.chdir(sys.argv[2])
+third, cwd = where()  # elsewhere: a server started there, not the spare
+print(json.dumps({"first": first, "spare": spare, "second": second, "third": third,
+                  "cwd": cwd, "left": prestart._spares[False].pid}))
+"""
+
+
+def test_runs_in_one_process_take_a_warm_fork_server_that_ends_with_it(
+    home: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", SPARE_SCRIPT, pipeline("parent_pid"), str(elsewhere)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pids = json.loads(done.stdout.splitlines()[-1])
+    assert pids["second"] == pids["spare"] != pids["first"]
+    assert pids["third"] not in (pids["first"], pids["spare"]) and pids["cwd"] == str(elsewhere)
+    # The spare left for a next run that never came ended with the process.
+    for pid in {pids["first"], pids["spare"], pids["third"], pids["left"]}:
+        assert process_gone(pid), pid

@@ -25,7 +25,7 @@ from headwater.executors.base import Executor
 from headwater.executors.containers import python_program
 from headwater.executors.launcher import ERROR_FILE
 from headwater.executors.outputs import collect_outputs, output_plan
-from headwater.executors.prestart import PrestartedServer, server_env, start_server
+from headwater.executors.prestart import PrestartedServer, leave_spare, server_env, start_server
 from headwater.executors.staging import stage_remote
 from headwater.outcome import OUTCOME_FILE, read_failed
 from headwater.processes import process_start
@@ -46,8 +46,16 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, *, server: PrestartedServer | None = None, sandboxed: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        server: PrestartedServer | None = None,
+        sandboxed: bool = False,
+        spare: bool = False,
+    ) -> None:
         self._host = socket.gethostname()
+        #: Leave a warm fork server for this process's next run when this one shuts down.
+        self._spare = spare
         #: Tasks run in sandboxes (`headwater.sandbox`): the fork server, which every task is
         #: a copy of, has none of this process's secrets, and only sandboxed tasks run here.
         self.sandboxed = sandboxed
@@ -395,6 +403,8 @@ class LocalExecutor(Executor):
         shutil.rmtree(self._spool, ignore_errors=True)
         self._launches.clear()
         self._pids.clear()
+        if self._spare and not sys.is_finalizing():
+            leave_spare(sandboxed=self.sandboxed)
 
 
 def _container(launch: Launch, known: dict[str, str] | None) -> dict[str, str] | None:

@@ -4,10 +4,16 @@ The fork server needs ~0.1 s to import KFP. `headwater run` starts it first thin
 warms up on another core while the engine imports itself and loads the pipeline, and hands it
 to the `LocalExecutor` it makes later. This module imports nothing of Headwater's, so starting
 the server costs the CLI a `fork`/`exec` and nothing else.
+
+A process that runs pipelines one after another (`headwater.run` in a notebook) keeps one
+warm: when a run's own server ends, a spare starts for the next run (`leave_spare`), which
+takes it (`take_spare`) instead of waiting ~0.08 s for its own. The spare is stopped when the
+process exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
@@ -57,7 +63,14 @@ class PrestartedServer:
         # only when it has changed since. A server of sandboxed tasks inherits no secret.
         self.sandboxed = sandboxed
         self.base_env = server_env(sandboxed)
+        #: Where its tasks start (a task's folder is never its working directory).
+        self.cwd = os.getcwd()
         self._process: subprocess.Popen[bytes] | None = start_server(self.base_env)
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (None once adopted or closed)."""
+        return None if self._process is None else self._process.pid
 
     def adopt(
         self, *, sandboxed: bool = False
@@ -81,6 +94,35 @@ class PrestartedServer:
         process, self._process = self._process, None
         if process is not None:
             _stop(process)
+
+
+#: The spare fork server of each kind (sandboxed or not) an ended run left for the next one.
+_spares: dict[bool, PrestartedServer] = {}
+
+
+def take_spare(*, sandboxed: bool) -> PrestartedServer | None:
+    """The warm fork server an earlier run of this process left, if it suits this one (same
+    kind, same working directory); None when there is none."""
+    server = _spares.pop(sandboxed, None)
+    if server is not None and server.cwd != os.getcwd():
+        server.close()
+        return None
+    return server
+
+
+def leave_spare(*, sandboxed: bool) -> None:
+    """Start a fork server for the next run of this process (stopped when the process exits)."""
+    if sandboxed in _spares:
+        return
+    if not _spares:
+        atexit.unregister(_close_spares)
+        atexit.register(_close_spares)
+    _spares[sandboxed] = PrestartedServer(sandboxed=sandboxed)
+
+
+def _close_spares() -> None:
+    while _spares:
+        _spares.popitem()[1].close()
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -27,9 +27,14 @@ GROUP = "headwater.executors"
 
 def _local(options: Mapping[str, Any]) -> Executor:
     from headwater.executors.local import LocalExecutor
+    from headwater.executors.prestart import take_spare
 
     settings = options_of(LocalOptions, "local", options)
-    return LocalExecutor(server=settings.server, sandboxed=settings.sandboxed)
+    if settings.server is not None:  # `headwater run` and a server's worker start their own
+        return LocalExecutor(server=settings.server, sandboxed=settings.sandboxed)
+    # A run through the API: the next one in this process finds a warm fork server.
+    spare = take_spare(sandboxed=settings.sandboxed)
+    return LocalExecutor(server=spare, sandboxed=settings.sandboxed, spare=True)
 
 
 def _dask(options: Mapping[str, Any]) -> Executor:
