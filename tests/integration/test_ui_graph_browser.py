@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_harness import Cli, run_ok
+from cli_harness import Cli, pipeline, run_failed, run_ok
 from test_ui_browser import CHROMIUM, TIMEOUT_MS, screenshot, sync_api
 from test_ui_cli import ui_server
 
@@ -190,3 +190,30 @@ def test_a_run_in_progress_draws_its_whole_plan(page: Any, home: Cli) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_big_loop_is_drawn_folded_with_its_failures_first_and_its_list_pages(
+    page: Any, home: Cli
+) -> None:
+    made = home("run", pipeline("big_loop"), "--json", "--param", "n=300", "--param",
+                "fail_from=280")  # fmt: skip
+    big = run_failed(made)
+    failed = sorted(t["name"] for t in big["tasks"] if t["state"] == "FAILED")
+    assert failed, big["tasks"]
+    open_graph(page, big["run_id"])
+    loop = page.locator('svg#dag g.group.loop[data-group^="for-loop"] > .group-label')
+    expect(loop).to_contain_text("(300 iterations)")
+    # Its failed iterations are drawn first, however far into the loop they are.
+    for name in failed[:5]:
+        node = page.locator(f'svg#dag g.node[data-task="{name}"]')
+        expect(node).to_have_class(re.compile(r"\bFAILED\b"))
+    more = page.locator('svg#dag g.node[data-task$=":more"]')
+    expect(more).to_have_count(1)
+    more.click()
+    rows = page.locator("#task-panel table.folded tr")
+    expect(rows).to_have_count(100)
+    button = page.locator("#task-panel button.more-tasks")
+    expect(button).to_contain_text("Show 100 more (100 of 295 shown)")
+    button.click()
+    expect(rows).to_have_count(200)
+    screenshot(page, "graph-big-loop")

@@ -137,26 +137,42 @@ async function showTask(runId, task) {
   } catch (err) { log.textContent = String(err); }
 }
 
-// A "+K more" node: the tasks of a loop's iterations that the graph folded away, by
-// iteration, each opening its task; and a link to the page drawing every iteration.
+// A "+K more" node: the tasks of a loop's iterations that the graph folded away, failed and
+// running ones first, a page at a time, each opening its task; and a link to the page drawing
+// every iteration.
+const MORE_PAGE = 100;
+const FIRST = { FAILED: 0, INTERRUPTED: 0, RUNNING: 1 };
+
 function showMore(runId, node, tasks, onPick) {
   const panel = document.getElementById("task-panel");
   for (const g of document.querySelectorAll("g.node")) g.classList.toggle("selected", g.dataset.task === node.name);
   const byName = new Map(tasks.map((t) => [t.name, t]));
+  const rank = (name) => FIRST[(byName.get(name) || {}).state] ?? 2;
+  const names = node.tasks.map((name, i) => [rank(name), i, name]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map((x) => x[2]);
   const table = el("table", { class: "folded" });
-  for (const name of node.tasks) {
-    const t = byName.get(name);
-    const link = el("a", { href: "#", "data-task": name }, name);
-    link.addEventListener("click", (event) => { event.preventDefault(); if (t) onPick(t); });
-    table.append(el("tr", {}, el("td", {}, link), el("td", {}, el("span", { class: `state ${t ? t.state : ""}` }, t ? t.state : "?"))));
-  }
+  const more = el("button", { type: "button", class: "more-tasks" });
+  let shown = 0;
+  const page = () => {
+    for (const name of names.slice(shown, shown + MORE_PAGE)) {
+      const t = byName.get(name);
+      const link = el("a", { href: "#", "data-task": name }, name);
+      link.addEventListener("click", (event) => { event.preventDefault(); if (t) onPick(t); });
+      table.append(el("tr", {}, el("td", {}, link), el("td", {}, el("span", { class: `state ${t ? t.state : ""}` }, t ? t.state : "?"))));
+    }
+    shown = Math.min(names.length, shown + MORE_PAGE);
+    more.textContent = `Show ${Math.min(MORE_PAGE, names.length - shown)} more (${shown} of ${names.length} shown)`;
+    more.hidden = shown >= names.length;
+  };
+  more.addEventListener("click", page);
+  page();
   const all = new URL(location.href);
   all.searchParams.set("iterations", "1000");
   panel.replaceChildren(
     el("h2", {}, node.label),
-    el("p", {}, `Iterations of ${node.group} not drawn (failed and running ones are drawn first). `,
+    el("p", {}, `Iterations of ${node.group} not drawn (failed and running ones are drawn first, and listed first here). `,
       el("a", { href: all.pathname + all.search }, "Draw every iteration")),
     table,
+    more,
   );
 }
 
