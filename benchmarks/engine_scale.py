@@ -18,12 +18,13 @@ the metadata database. Every result is checked (``total`` must be ``sum(range(N)
 
 With ``--base REV`` each case also runs on a ``git worktree`` of REV, side by side, and the
 table gives the ratio base / head; a case the base does not finish within ``--base-timeout``
-seconds is shown as ``>TIMEOUT``.
+seconds is shown as ``>TIMEOUT``, and sizes over ``--base-max`` are not run on the base.
 
 Usage::
 
     python benchmarks/engine_scale.py [--sizes 100,1000,10000,100000] [--shapes flat,nested]
-        [--executors local,dask] [--base REV] [--base-timeout 300] [--markdown]
+        [--executors local,dask] [--base REV] [--base-timeout 300] [--base-max 10000]
+        [--markdown]
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--executors", default="local,dask")
     p.add_argument("--base", help="also run each case on this commit, side by side")
     p.add_argument("--base-timeout", type=float, default=300.0)
+    p.add_argument("--base-max", type=int, default=10_000, help="largest size run on the base")
     add_report_options(p, "exit 2 when a 10,000-task flat run takes over 60 s")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -186,7 +188,9 @@ def main(argv: list[str]) -> int:
                             f"{head['store_bytes'] / tasks / 1024:.1f} KiB",
                         ]
                         entry = {"executor": executor, "shape": shape, "n": n, "head": head}
-                        if base is not None:
+                        if base is not None and n > args.base_max:
+                            row += ["not run", "-"]
+                        elif base is not None:
                             progress(f"{executor} {shape} {n} on {args.base} ...")
                             old = run_case(base, shape, n, executor, args.base_timeout, workdir)
                             entry["base"] = old

@@ -98,6 +98,7 @@ S3_RETRIES_ENV = "HEADWATER_S3_RETRIES"
 ARTIFACT_READ_LIMIT_ENV = "HEADWATER_ARTIFACT_READ_LIMIT"
 #: The most bytes a task's log keeps (its first and last parts; 0 for no cap).
 TASK_LOG_LIMIT_ENV = "HEADWATER_TASK_LOG_LIMIT"
+MAX_TASKS_ENV = "HEADWATER_MAX_TASKS"
 TOKEN_ENV = "HEADWATER_TOKEN"
 #: Set by `headwater serve` for its worker processes: the server's config file, and the log
 #: through which workers share admin changes.
@@ -325,6 +326,18 @@ def task_log_limit() -> int | None:
     if value is not None and 0 < value < MIN_LIMIT:
         raise _bad(TASK_LOG_LIMIT_ENV, str(value), valid)
     return 64 * 1024 * 1024 if value is None else value or None
+
+
+#: The most tasks one run may make, unless `HEADWATER_MAX_TASKS` says otherwise.
+DEFAULT_MAX_TASKS = 1_000_000
+
+
+def max_tasks() -> int:
+    """`HEADWATER_MAX_TASKS`: the most tasks one run's loops may make (default 1,000,000, at
+    about 15 KiB of the engine's memory each): a loop over more items fails in one line
+    instead of filling the machine's memory."""
+    value = _count(MAX_TASKS_ENV, minimum=1)
+    return DEFAULT_MAX_TASKS if value is None else value
 
 
 # --- serving ------------------------------------------------------------------------------------

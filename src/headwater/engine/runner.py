@@ -223,6 +223,7 @@ def execute(
             python_path=python_path,
             env=_task_run_env(run_id, metadata, sandboxed=options.sandbox is not None),
             log_limit=log_limit,
+            max_tasks=config.max_tasks(),
             containers=containers,
             sandbox=options.sandbox,
             platform_home=config.namespace_home(options.namespace) if options.namespace else None,

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from headwater import config
 from headwater.engine.inputs import UnavailableError, loop_items, resolve_inputs
 from headwater.engine.launches import build_launch, imported, task_dir
 from headwater.engine.report import (
@@ -27,7 +28,7 @@ from headwater.engine.report import (
     run_error,
 )
 from headwater.engine.tree import FINAL_STATUS, DagRun, RunContext, TaskRun, combined
-from headwater.errors import EngineError, HeadwaterError
+from headwater.errors import EngineError, HeadwaterError, ResourceError
 from headwater.spec.ir import PipelineIR, is_control_flow_task
 from headwater.spec.types import coerce, protojson
 from headwater.task import Launch, Outputs, TaskError, TaskResult, TaskState, iteration_name
@@ -321,6 +322,7 @@ class RunStateMachine:
             self._child(task, None)
             return
         items = loop_items(task)
+        self._check_size(task, len(items))
         pdef = task.component.interface.input_parameters.get(it.item_input)
         if it.kind == "parameter" and pdef is not None:
             # Every item is checked before any iteration exists: a bad one fails the loop whole.
@@ -332,6 +334,19 @@ class RunStateMachine:
         self._activate_iterations(task)
         if not items:
             self._complete(task, collect(task))
+
+    def _check_size(self, loop: TaskRun, items: int) -> None:
+        """Refuse a loop whose iterations would take the run past `RunContext.max_tasks`."""
+        dag = loop.component.dag
+        made = len(self.tasks) + items * (len(dag.tasks) if dag is not None else 0)
+        limit = self.context.max_tasks
+        if made > limit:
+            raise ResourceError(
+                f"this loop over {items:,} items would make the run {made:,} tasks, over the "
+                f"{limit:,} one run may have: loop over fewer items (batch them into lists), "
+                f"or raise {config.MAX_TASKS_ENV} if the engine's machine has the memory "
+                f"(about 15 KiB a task)"
+            )
 
     def _activate_iterations(self, task: TaskRun) -> None:
         """Open the loop's next iterations, up to its `parallelism` (all once it is failing)."""

@@ -52,6 +52,8 @@ class RunContext:
     #: Where the run's secrets, config maps and volumes are (`$HEADWATER_HOME`, or its
     #: namespace's folder on a multi-user server); None: `$HEADWATER_HOME`.
     platform_home: Path | None = None
+    #: The most tasks the run may make (`HEADWATER_MAX_TASKS`): a loop past it fails.
+    max_tasks: int = 1_000_000
 
     def placeholders(
         self, task: TaskRun, executor_input: dict[str, Any] | None = None

@@ -72,8 +72,10 @@ def result(launch: Launch) -> TaskResult:
     return TaskResult(launch.task_id, outputs=Outputs(parameters={"Output": out}))
 
 
-def machine(pipeline: Any, tmp_path: Path) -> RunStateMachine:
-    context = RunContext("run-1", "job-1", str(tmp_path / "root"), tmp_path / "run", "2024")
+def machine(pipeline: Any, tmp_path: Path, *, max_tasks: int = 1_000_000) -> RunStateMachine:
+    context = RunContext(
+        "run-1", "job-1", str(tmp_path / "root"), tmp_path / "run", "2024", max_tasks=max_tasks
+    )
     ir = ir_from_component(pipeline)
     return RunStateMachine(ir, bind_arguments(ir, {}), context)
 
@@ -140,6 +142,22 @@ def test_a_failed_iteration_cancels_the_loop_iterations_not_started(tmp_path: Pa
     states = [state.value for _, state, _ in m.executor_tasks()]
     assert states.count("FAILED") == 1 and states.count("SUCCEEDED") == 1
     assert states.count("CANCELED") == 1000 - 2 + 1  # the rest of the loop, and `total`
+
+
+def test_a_loop_past_the_most_tasks_a_run_may_have_fails_in_one_line(tmp_path: Path) -> None:
+    fits = machine(flat(98), tmp_path, max_tasks=100)  # 98 iterations, `total`, the loop
+    calls_to_finish(fits)
+    assert fits.state is TaskState.SUCCEEDED
+    m = machine(flat(99), tmp_path, max_tasks=100)
+    assert m.done and m.state is TaskState.FAILED
+    error = m.error()
+    assert error is not None and error.error_type == "ResourceError"
+    assert error.message == (
+        "this loop over 99 items would make the run 101 tasks, over the 100 one run may have: "
+        "loop over fewer items (batch them into lists), or raise HEADWATER_MAX_TASKS if the "
+        "engine's machine has the memory (about 15 KiB a task)"
+    )
+    assert "\n" not in error.message
 
 
 def launch(task_id: int, cpu: float = 0.0) -> Launch:
