@@ -74,8 +74,9 @@ class RunStateMachine:
         #: start), or a task of it that just became final (its downstream tasks may start).
         #: Each change is looked at once, so a run costs what its tasks do, however many.
         self._changes: deque[tuple[DagRun, TaskRun | None]] = deque()
-        #: For each DAG component, the tasks that wait on each task (by name, in IR order).
-        self._downstream: dict[str, dict[str, list[str]]] = {}
+        #: For each DAG component (by identity), the tasks that wait on each of its tasks (by
+        #: name, in IR order).
+        self._downstream: dict[int, dict[str, list[str]]] = {}
         self._populate(self.root)
         self._ready: list[TaskRun] = []
         self._stopped = False
@@ -253,14 +254,14 @@ class RunStateMachine:
 
     def _waiting_on(self, dag: DagRun, name: str) -> list[str]:
         """The tasks of `dag` that wait on its task `name`."""
-        table = self._downstream.get(dag.component.name)
+        table = self._downstream.get(id(dag.component))
         if table is None:
             table = {n: [] for n in dag.tasks}
             for task in dag.tasks.values():
                 for up in self._upstream(task):
                     if up in table:
                         table[up].append(task.spec.name)
-            self._downstream[dag.component.name] = table
+            self._downstream[id(dag.component)] = table
         return table[name]
 
     def _upstream(self, task: TaskRun) -> set[str]:
