@@ -161,8 +161,12 @@ spare = prestart._spares[False].pid
 second, _ = where()  # on the spare the first run left
 os.chdir(sys.argv[2])
 third, cwd = where()  # elsewhere: a server started there, not the spare
+left = prestart._spares[False].pid
+os.environ["PYTHONPATH"] = sys.argv[2]
+fourth, _ = where()  # another environment: a server started with it, not the spare
 print(json.dumps({"first": first, "spare": spare, "second": second, "third": third,
-                  "cwd": cwd, "left": prestart._spares[False].pid}))
+                  "cwd": cwd, "left": left, "fourth": fourth,
+                  "last": prestart._spares[False].pid}))
 """
 
 
@@ -179,6 +183,7 @@ def test_runs_in_one_process_take_a_warm_fork_server_that_ends_with_it(
     pids = json.loads(done.stdout.splitlines()[-1])
     assert pids["second"] == pids["spare"] != pids["first"]
     assert pids["third"] not in (pids["first"], pids["spare"]) and pids["cwd"] == str(elsewhere)
+    assert pids["fourth"] not in (pids["third"], pids["left"])
     # The spare left for a next run that never came ended with the process.
-    for pid in {pids["first"], pids["spare"], pids["third"], pids["left"]}:
+    for pid in {pids[k] for k in ("first", "spare", "third", "left", "fourth", "last")}:
         assert process_gone(pid), pid

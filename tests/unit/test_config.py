@@ -47,6 +47,7 @@ SETTINGS: list[tuple[Callable[[], Any], str, Any, str, Any]] = [
     (config.s3_connect_timeout_s, config.S3_CONNECT_TIMEOUT_ENV, 10.0, "0.5", 0.5),
     (config.s3_read_timeout_s, config.S3_READ_TIMEOUT_ENV, 30.0, " 4 ", 4.0),
     (config.s3_retries, config.S3_RETRIES_ENV, 2, "0", 0),
+    (config.max_tasks, config.MAX_TASKS_ENV, 1_000_000, "5000", 5000),
     (config.token, config.TOKEN_ENV, None, " t0k ", " t0k "),
     (config.serve_config, config.SERVE_CONFIG_ENV, None, "/x/serve.json", "/x/serve.json"),
     (config.serve_changes, config.SERVE_CHANGES_ENV, None, "/x/changes", "/x/changes"),
@@ -64,6 +65,8 @@ BAD: list[tuple[Callable[[], Any], str, str, str]] = [
     (config.s3_connect_timeout_s, config.S3_CONNECT_TIMEOUT_ENV, "nan", "seconds above 0"),
     (config.s3_read_timeout_s, config.S3_READ_TIMEOUT_ENV, "inf", "seconds above 0"),
     (config.s3_retries, config.S3_RETRIES_ENV, "-1", "0 or more"),
+    (config.max_tasks, config.MAX_TASKS_ENV, "0", "1 or more"),
+    (config.max_tasks, config.MAX_TASKS_ENV, "lots", "a valid int"),
 ]
 
 

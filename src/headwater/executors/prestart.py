@@ -101,10 +101,13 @@ _spares: dict[bool, PrestartedServer] = {}
 
 
 def take_spare(*, sandboxed: bool) -> PrestartedServer | None:
-    """The warm fork server an earlier run of this process left, if it suits this one (same
-    kind, same working directory); None when there is none."""
+    """The warm fork server an earlier run of this process left, if it suits this one: same
+    kind, same working directory and environment (`PYTHONPATH` decides its tasks' imports,
+    from where the server started); None when there is none."""
     server = _spares.pop(sandboxed, None)
-    if server is not None and server.cwd != os.getcwd():
+    if server is not None and (
+        server.cwd != os.getcwd() or server.base_env != server_env(sandboxed)
+    ):
         server.close()
         return None
     return server
