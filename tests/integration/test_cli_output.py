@@ -98,13 +98,13 @@ def test_a_resumed_big_loop_reruns_only_what_had_not_succeeded(
     headwater: Cli, tmp_path: Path
 ) -> None:
     gate = tmp_path / "gate"
-    params = {"n": 300, "fail_from": 250, "gate": str(gate)}
+    params = {"n": 150, "fail_from": 100, "gate": str(gate)}
     first = run_failed(headwater.run("big_loop", params=params))
     succeeded = {t["name"] for t in first["tasks"] if t["state"] == "SUCCEEDED"}
-    assert 250 <= len(succeeded) < 302, len(succeeded)  # make-items, steps 0-249, some others
+    assert 100 <= len(succeeded) < 152, len(succeeded)  # make-items, steps 0-99, some others
     gate.touch()
     resumed = run_ok(headwater("run", "--resume", first["run_id"], "--json"))
-    assert resumed["outputs"] == {"Output": sum(range(1, 301))}
+    assert resumed["outputs"] == {"Output": sum(range(1, 151))}
     reused = {t["name"] for t in resumed["tasks"] if t["cached"]}
     ran = {t["name"] for t in resumed["tasks"] if not t["cached"]}
-    assert reused == succeeded and len(ran) == 302 - len(succeeded), (len(reused), len(ran))
+    assert reused == succeeded and len(ran) == 152 - len(succeeded), (len(reused), len(ran))

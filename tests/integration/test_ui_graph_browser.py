@@ -195,14 +195,14 @@ def test_a_run_in_progress_draws_its_whole_plan(page: Any, home: Cli) -> None:
 def test_a_big_loop_is_drawn_folded_with_its_failures_first_and_its_list_pages(
     page: Any, home: Cli
 ) -> None:
-    made = home("run", pipeline("big_loop"), "--json", "--param", "n=300", "--param",
-                "fail_from=280")  # fmt: skip
+    made = home("run", pipeline("big_loop"), "--json", "--param", "n=250", "--param",
+                "fail_from=230")  # fmt: skip
     big = run_failed(made)
     failed = sorted(t["name"] for t in big["tasks"] if t["state"] == "FAILED")
     assert failed, big["tasks"]
     open_graph(page, big["run_id"])
     loop = page.locator('svg#dag g.group.loop[data-group^="for-loop"] > .group-label')
-    expect(loop).to_contain_text("(300 iterations)")
+    expect(loop).to_contain_text("(250 iterations)")
     # Its failed iterations are drawn first, however far into the loop they are.
     for name in failed[:5]:
         node = page.locator(f'svg#dag g.node[data-task="{name}"]')
@@ -213,7 +213,7 @@ def test_a_big_loop_is_drawn_folded_with_its_failures_first_and_its_list_pages(
     rows = page.locator("#task-panel table.folded tr")
     expect(rows).to_have_count(100)
     button = page.locator("#task-panel button.more-tasks")
-    expect(button).to_contain_text("Show 100 more (100 of 295 shown)")
+    expect(button).to_contain_text("Show 100 more (100 of 245 shown)")
     button.click()
     expect(rows).to_have_count(200)
     screenshot(page, "graph-big-loop")
