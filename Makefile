@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(KSERVE_CLIENT)
 	touch $(STAMP)
 
-# The flagship: Higgs data -> preprocess -> distributed XGBoost -> evaluate -> register, on a
-# Dask LocalCluster with the embedded defaults (SQLite, local artifacts). Cached when re-run.
+# The flagship: Higgs data -> preprocess (Polars) -> distributed XGBoost (a Dask LocalCluster)
+# -> evaluate -> register, with the embedded defaults (SQLite, local artifacts). Cached when re-run.
 demo: $(STAMP)
 	HEADWATER_HOME=$${HEADWATER_HOME:-$(CURDIR)/.headwater-demo} $(BIN)/python examples/demo.py
 

@@ -1,7 +1,10 @@
 """`make demo`: the flagship Higgs pipeline on this machine's defaults, then a short summary.
 
-Headwater's engine with a Dask LocalCluster (`executor="dask"`), the SQLite metadata store and
-local artifacts under $HEADWATER_HOME. A second run is served from the cache in seconds.
+Headwater's engine running each task in a process of its own (`executor="local"`): the data
+steps compute on Polars there, and XGBoost trains on a Dask LocalCluster its task starts. The
+SQLite metadata store and local artifacts are under $HEADWATER_HOME. A second run is served
+from the cache in seconds. `--executor dask` runs every task on a LocalCluster instead (the
+data steps then on pandas, on its workers).
 
     python examples/demo.py [--rows N] [--rounds N] [--executor local|dask]
 """
@@ -34,7 +37,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="Higgs rows to generate")
     parser.add_argument("--rounds", type=int, default=100, help="XGBoost boosting rounds")
-    parser.add_argument("--executor", default="dask", help="local or dask (default)")
+    parser.add_argument("--executor", default="local", help="local (default) or dask")
     args = parser.parse_args()
 
     started = time.monotonic()

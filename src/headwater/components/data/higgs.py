@@ -137,6 +137,7 @@ def generate_higgs(
     partition_size_mb: float = 100,
     *,
     client: Any = None,
+    backend: str | None = None,
 ) -> dict[str, Any]:
     """Write `rows` synthetic Higgs rows to `url` as Parquet parts, generated in parallel.
 
@@ -146,8 +147,10 @@ def generate_higgs(
         seed: The same seed and rows give the same data, however the work is spread.
         partition_size_mb: Target size of each part (in memory and on disk; random floats do
             not compress).
-        client: A `distributed.Client`; None: `headwater.compute.get_client()`, or Dask's
-            local scheduler when `dask.config` names one.
+        client: A `distributed.Client` to generate on; None: threads in this process on one
+            machine, else `headwater.compute.get_client()` (see `_backend.plan`).
+        backend: "polars" (here, on threads), "pandas" or "cudf" (Dask tasks), or None to
+            choose by where it runs.
 
     Returns:
         `{"rows", "partitions", "bytes", "schema"}` for the artifact's metadata.
@@ -159,19 +162,16 @@ def generate_higgs(
     if not isinstance(rows, int) or rows <= 0:
         raise InvalidArgumentError(f"rows must be a positive integer, got {rows!r}")
     per_part = rows_per_partition(partition_size_mb)
-    dask = _backend.dask()
-    client = _backend.resolve_client(client)
+    where = _backend.plan(client, backend, url)
     fs, path = _dataset.prepare_output(url)
-    tasks = [
-        dask.delayed(_write_partition, pure=True)(
-            fs, f"{path}/{_dataset.PART_NAME.format(i)}", seed, start, min(per_part, rows - start)
-        )
+    calls = [
+        (fs, f"{path}/{_dataset.PART_NAME.format(i)}", seed, start, min(per_part, rows - start))
         for i, start in enumerate(range(0, rows, per_part))
     ]
-    (sizes,) = _backend.compute(tasks, client=client)
+    sizes = _backend.run_each(where, _write_partition, calls)
     return {
         "rows": rows,
-        "partitions": len(tasks),
+        "partitions": len(calls),
         "bytes": int(sum(sizes)),
         "schema": schema_text(),
     }

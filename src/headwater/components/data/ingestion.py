@@ -2,8 +2,9 @@
 
 Parquet input is re-cut by rows: each output part is a task that streams the row groups it
 needs in batches, so a 1 GB input file costs no more memory than a 100 MB one. Uncompressed
-CSV is read in byte ranges in parallel (`dask.dataframe.read_csv`, on cuDF when the workers
-have GPUs); compressed CSV cannot be split, so each file is one task that streams it in chunks.
+CSV is read in byte ranges in parallel on a cluster (`dask.dataframe.read_csv`, on cuDF when
+the workers have GPUs); compressed CSV cannot be split, so each file is one task that streams
+it in chunks, as every CSV file is on one machine (threads in this process, no cluster).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ def ingest(
         partition_size_mb: Target size of each part in memory (about its size on disk).
         format: "csv", "parquet", or "auto" (by the files' extensions).
         column_names: For CSV without a header row (the UCI HIGGS file): the names, in order.
-        client: A `distributed.Client`; None: `get_client()` (or a local `dask.config`
-            scheduler).
-        backend: "pandas", "cudf", or None to choose by the workers.
+        client: A `distributed.Client` to compute on; None: threads in this process on one
+            machine, else `get_client()` (see `_backend.plan`).
+        backend: "polars" (here), "pandas" or "cudf" (Dask), or None to choose by where it
+            runs.
 
     Returns:
         `{"rows", "partitions", "bytes", "schema": {column: type}}` for the artifact metadata.
@@ -58,13 +60,12 @@ def ingest(
         format = "parquet" if files and all(f.lower().endswith(_PARQUET) for f in files) else "csv"
     if not files:
         raise UserError(f"input {source!r} is empty: it holds no CSV or Parquet files")
-    client = _backend.resolve_client(client)
+    where = _backend.plan(client, backend, source, url)
     out_fs, out = _dataset.prepare_output(url)
     if format == "parquet":
-        _ingest_parquet(source, out_fs, out, target, client)
+        _ingest_parquet(source, out_fs, out, target, where)
     else:
-        backend = _backend.choose_backend(client, backend)
-        _ingest_csv(fs, files, out_fs, out, target, column_names, client, backend)
+        _ingest_csv(fs, files, out_fs, out, target, column_names, where)
     written = _dataset.inspect_dataset(url)
     return {
         "rows": written.total_rows,
@@ -77,24 +78,19 @@ def ingest(
 # -- Parquet: re-cut by rows -------------------------------------------------------------------
 
 
-def _ingest_parquet(source: str, fs: Any, out: str, target: int, client: Any) -> None:
+def _ingest_parquet(source: str, fs: Any, out: str, target: int, where: _backend.Plan) -> None:
     dataset = _dataset.inspect_dataset(source)
     row_bytes = max(1.0, dataset.uncompressed_bytes / dataset.total_rows)
     per_part = max(1, int(target / row_bytes))
     spans = list(zip(dataset.files, dataset.offsets(), dataset.rows, strict=True))
-    dask = _backend.dask()
-    tasks = []
+    calls = []
     for i, lo in enumerate(range(0, dataset.total_rows, per_part)):
         hi = min(lo + per_part, dataset.total_rows)
         pieces = [
             (f, max(lo, o) - o, min(hi, o + n) - o) for f, o, n in spans if o < hi and o + n > lo
         ]
-        tasks.append(
-            dask.delayed(_copy_rows, pure=True)(
-                dataset.fs, pieces, fs, f"{out}/{_dataset.PART_NAME.format(i)}"
-            )
-        )
-    _backend.compute(tasks, client=client)
+        calls.append((dataset.fs, pieces, fs, f"{out}/{_dataset.PART_NAME.format(i)}"))
+    _backend.run_each(where, _copy_rows, calls)
 
 
 def _copy_rows(in_fs: Any, pieces: list[tuple[str, int, int]], fs: Any, path: str) -> int:
@@ -143,8 +139,7 @@ def _ingest_csv(
     out: str,
     target: int,
     names: list[str] | None,
-    client: Any,
-    backend: str,
+    where: _backend.Plan,
 ) -> None:
     from fsspec.utils import infer_compression
 
@@ -154,15 +149,16 @@ def _ingest_csv(
     urls = [fs.unstrip_protocol(f) for f in files]
     options: dict[str, Any] = {"header": None, "names": names} if names else {}
     text_row, memory_row = _row_sizes(fs, files[0], options)
-    dask = _backend.dask()
-    if any(infer_compression(f) for f in files):
+    if where.local or any(infer_compression(f) for f in files):
         rows = max(1, target // memory_row)
-        tasks = [
-            dask.delayed(_stream_csv, pure=True)(fs, f, i, out_fs, out, rows, options)
-            for i, f in enumerate(files)
-        ]
-        _backend.compute(tasks, client=client)
+        calls = [(fs, f, i, out_fs, out, rows, options) for i, f in enumerate(files)]
+        try:
+            _backend.run_each(where, _stream_csv, calls)
+        except ValueError as exc:  # pandas' parser errors
+            raise UserError(f"cannot read the CSV at {urls[0]!r}: {exc}") from exc
         return
+    dask = _backend.dask()
+    client, backend = where.client, where.backend
     blocksize = max(1 << 16, int(target * text_row / memory_row))
     with _backend.dataframe_backend(backend):
         frame = dask.dataframe.read_csv(urls, blocksize=blocksize, **options)

@@ -4,7 +4,9 @@ One task per input file reads it in batches (pandas) or whole (cuDF, which spill
 and writes its rows to the three split directories: memory per task stays near one batch,
 whatever the partition size, and nothing is held between tasks. The split of a row depends only
 on `seed` and its position in the dataset, so it is the same on any cluster, any partitioning
-of the same rows, and on pandas or cuDF.
+of the same rows, and on Polars, pandas or cuDF. On one machine the work runs on Polars in
+this process (`_polars.preprocess_file`: one streaming pass per file writes its three parts and
+its statistics), on a cluster as Dask tasks (`_backend.plan`).
 
 What is done to a row (fill values, derived features) is also written, as a declarative
 `headwater.models.transform.Transform`, to `_transform.json` in each split's directory:
@@ -217,9 +219,9 @@ def preprocess(
         label: The label column; it must exist.
         fractions: Shares of train, validation and test (they must sum to 1).
         seed: Chooses the split.
-        client: A `distributed.Client`; None: `get_client()` (or a local `dask.config`
-            scheduler).
-        backend: "pandas", "cudf", or None to choose by the workers.
+        client: A `distributed.Client` to compute on; None: Polars in this process on one
+            machine, else `get_client()` (see `_backend.plan`).
+        backend: "polars", "pandas" or "cudf" (Dask), or None to choose by where it runs.
 
     Returns:
         `{"rows": {split: n}, "dropped", "filled": [columns], "columns": [names],
@@ -236,21 +238,38 @@ def preprocess(
             f"to 1, got {tuple(fractions)!r}"
         )
     dataset = _dataset.inspect_dataset(url, label=label)
-    dask = _backend.dask()
-    client = _backend.resolve_client(client)
-    backend = _backend.choose_backend(client, backend)
-    fill = _fill_values(dataset, label, backend, client)
+    where = _backend.plan(client, backend, url, train, validation, test, stats_path)
+    fill = _fill_values(dataset, label, where)
     outputs, filesystems = {}, {}
     for split, target in zip(SPLITS, (train, validation, test), strict=True):
         filesystems[split], outputs[split] = _dataset.prepare_output(target)
     cuts = (fractions[0], fractions[0] + fractions[1])
-    tasks = [
-        dask.delayed(_preprocess_file, pure=True)(
-            dataset.fs, path, i, start, outputs, label, fill, cuts, seed, backend
-        )
-        for i, (path, start) in enumerate(zip(dataset.files, dataset.offsets(), strict=True))
-    ]
-    (parts,) = _backend.compute(tasks, client=client)
+    starts = list(enumerate(dataset.offsets()))
+    if where.local:
+        from headwater.components.data import _polars
+
+        derived = derived_for(dataset.columns)
+        parts = [
+            _polars.preprocess_file(dataset, i, start, outputs, label, fill, cuts, seed, derived)
+            for i, start in starts
+        ]
+    else:
+        calls = [
+            (
+                dataset.fs,
+                dataset.files[i],
+                i,
+                start,
+                outputs,
+                label,
+                fill,
+                cuts,
+                seed,
+                where.backend,
+            )
+            for i, start in starts
+        ]
+        parts = _backend.run_each(where, _preprocess_file, calls)
     rows = {s: sum(p["rows"][s] for p in parts) for s in SPLITS}
     stats = None
     for part in parts:
@@ -274,7 +293,7 @@ def preprocess(
 
 
 def _fill_values(
-    dataset: _dataset.ParquetDataset, label: str, backend: str, client: Any
+    dataset: _dataset.ParquetDataset, label: str, where: _backend.Plan
 ) -> dict[str, float]:
     """Means of the feature columns the footers say have nulls (one streaming pass over them)."""
     import pyarrow.types as pat
@@ -288,15 +307,29 @@ def _fill_values(
     ]
     if not columns:
         return {}
-    dask = _backend.dask()
-    tasks = [
-        dask.delayed(_sums, pure=True)(path, dataset.fs, backend, columns) for path in dataset.files
-    ]
-    (parts,) = _backend.compute(tasks, client=client)
-    total = sum(p[0] for p in parts)
-    counts = sum(p[1] for p in parts)
-    means = total / counts.where(counts > 0)
-    return {c: float(means[c]) for c in columns}
+    if where.local:
+        from headwater.components.data import _polars
+
+        means = _polars.fill_means(dataset, columns)
+    else:
+        calls = [(path, dataset.fs, where.backend, columns) for path in dataset.files]
+        parts = _backend.run_each(where, _sums, calls)
+        total = sum(p[0] for p in parts)
+        counts = sum(p[1] for p in parts)
+        found = total / counts.where(counts > 0)
+        means = {c: float(found[c]) for c in columns}
+    return {c: _as_stored(v, dataset.schema.field(c).type) for c, v in means.items()}
+
+
+def _as_stored(value: float, kind: Any) -> float:
+    """A fill value as its column stores it (a float32 column holds the float32 nearest the
+    mean): what a row gets, whichever engine summed the column, and what the transform says."""
+    import numpy as np
+    import pyarrow.types as pat
+
+    if pat.is_float32(kind):
+        return float(np.float32(value))
+    return value
 
 
 def _sums(path: str, fs: Any, backend: str, columns: list[str]) -> tuple[Any, Any]:

@@ -1,4 +1,7 @@
-"""Feature means by label and by a binned feature: the brief's groupby, streamed on Dask.
+"""Feature means by label and by a binned feature: the brief's groupby, streamed.
+
+On one machine it is two grouped aggregations on Polars' streaming engine
+(`_polars.group_sums`); on a cluster, the Dask reduction below.
 
 The groupbys are tree reductions (`split_out=1`): a handful of groups need no shuffle, and
 Dask's default for many partitions (a P2P shuffle) is slower here and does not finish under
@@ -82,9 +85,9 @@ def groupby_summary(
         label: The label column; it must exist.
         bin_column: The numeric column to bin (rows where it is null fall in bin -1).
         bins: How many bins between the column's minimum and maximum.
-        client: A `distributed.Client`; None: `get_client()` (or a local `dask.config`
-            scheduler).
-        backend: "pandas", "cudf", or None to choose by the workers.
+        client: A `distributed.Client` to compute on; None: Polars in this process on one
+            machine, else `get_client()` (see `_backend.plan`).
+        backend: "polars", "pandas" or "cudf" (Dask), or None to choose by where it runs.
 
     Returns:
         The table as a pandas DataFrame.
@@ -102,31 +105,45 @@ def groupby_summary(
             f"bin column {bin_column!r} is absent from {url!r} "
             f"(columns: {', '.join(dataset.columns)})"
         )
-    client = _backend.resolve_client(client)
-    backend = _backend.choose_backend(client, backend)
+    where = _backend.plan(client, backend, url, table_path, *([report_path] if report_path else []))
     import pyarrow.types as pat
 
+    kind = dataset.schema.field(bin_column).type
+    if not (pat.is_floating(kind) or pat.is_integer(kind)):
+        raise UserError(
+            f"bin column {bin_column!r} of {url!r} holds {kind}, not numbers: bin a numeric "
+            "column (bin_column=...)"
+        )
     columns = [
         f.name
         for f in dataset.schema
         if pat.is_floating(f.type) or pat.is_integer(f.type) or pat.is_boolean(f.type)
     ]
-    low, high = _range(dataset, bin_column, backend, client)
+    low, high = _range(dataset, bin_column, where)
     width = (high - low) / bins or 1.0
-    dd = _backend.dask().dataframe
-    partials = dd.from_map(  # one small frame per file, then a tree reduction of them
-        partial_sums,
-        list(dataset.files),
-        fs=dataset.fs,
-        backend=backend,
-        label_column=label,
-        bin_column=bin_column,
-        edges=(low, width, bins),
-        value_columns=columns,
-        meta=_empty(columns),
-        enforce_metadata=False,
-    )
-    (sums,) = _backend.compute(partials.groupby([_BY, _KEY]).sum(split_out=1), client=client)
+    if where.local:
+        from headwater.components.data import _polars
+
+        edges = (low, width, bins)
+        found = _polars.group_sums(dataset, label, bin_column, edges, columns, (_BY, _KEY, _ROWS))
+        sums = found.groupby([_BY, _KEY]).sum()
+    else:
+        dd = _backend.dask().dataframe
+        partials = dd.from_map(  # one small frame per file, then a tree reduction of them
+            partial_sums,
+            list(dataset.files),
+            fs=dataset.fs,
+            backend=where.backend,
+            label_column=label,
+            bin_column=bin_column,
+            edges=(low, width, bins),
+            value_columns=columns,
+            meta=_empty(columns),
+            enforce_metadata=False,
+        )
+        (sums,) = _backend.compute(
+            partials.groupby([_BY, _KEY]).sum(split_out=1), client=where.client
+        )
     table = _table(sums.reset_index(), columns, label, bin_column, low, width)
     fs, path = _dataset.filesystem(table_path)
     with fs.open(path, "w") as fh:
@@ -139,14 +156,18 @@ def groupby_summary(
 
 
 def _range(
-    dataset: _dataset.ParquetDataset, column: str, backend: str, client: Any
+    dataset: _dataset.ParquetDataset, column: str, where: _backend.Plan
 ) -> tuple[float, float]:
     """The column's minimum and maximum: from the footers, else one pass over the column."""
     if column in dataset.minimum and column in dataset.maximum:
         return float(dataset.minimum[column]), float(dataset.maximum[column])
-    with _backend.dataframe_backend(backend):
-        values = _dataset.frame(dataset, backend, [column])[column]
-        low, high = _backend.compute(values.min(), values.max(), client=client)
+    if where.local:
+        from headwater.components.data import _polars
+
+        return _polars.column_range(dataset, column)
+    with _backend.dataframe_backend(where.backend):
+        values = _dataset.frame(dataset, where.backend, [column])[column]
+        low, high = _backend.compute(values.min(), values.max(), client=where.client)
     return float(low), float(high)
 
 

@@ -1,4 +1,6 @@
-"""The data functions run on Dask's synchronous scheduler here: no cluster, no warnings."""
+"""Every data test runs on both engines of one machine: Polars in this process (what the
+functions choose with no cluster named) and pandas on Dask's synchronous scheduler (what a
+cluster runs, without starting one)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,17 @@ from pathlib import Path
 import pytest
 
 dask = pytest.importorskip("dask")
+pytest.importorskip("polars")
 
 
-@pytest.fixture(autouse=True)
-def synchronous() -> Iterator[None]:
+@pytest.fixture(autouse=True, params=["polars", "pandas"])
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The engine the test's data functions choose by themselves (`_backend.plan`)."""
+    if request.param == "polars":
+        yield "polars"
+        return
     with dask.config.set(scheduler="synchronous"):
-        yield
+        yield "pandas"
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,165 @@
+"""Polars and Dask (pandas) give the same answers on the same files, and the functions choose
+Polars only where nothing names a cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from headwater.components.data import _backend
+from headwater.components.data.higgs import generate_higgs
+from headwater.components.data.ingestion import ingest
+from headwater.components.data.preprocessing import SPLITS, preprocess
+from headwater.components.data.summary import groupby_summary
+from headwater.errors import InvalidArgumentError, UserError
+
+ENGINES = ("polars", "pandas")
+
+
+@pytest.fixture(autouse=True)
+def engine() -> Iterator[str]:
+    """Here each test names its engines: pandas runs on Dask's synchronous scheduler."""
+    with dask.config.set(scheduler="synchronous"):
+        yield "pandas"
+
+
+@pytest.fixture(scope="module")
+def messy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three parts with what pandas and Polars treat apart: null and NaN floats, an integer
+    label and an integer feature with nulls, a boolean, and the Higgs jet columns."""
+    src = tmp_path_factory.mktemp("messy")
+    rng = np.random.default_rng(1)
+    for i in range(3):
+        n = 4000
+        x = rng.normal(size=n).astype("f4")
+        x[rng.random(n) < 0.03] = np.nan
+        columns = {
+            "label": pa.array(
+                np.where(rng.random(n) < 0.05, None, rng.integers(0, 2, n)).tolist(), pa.int8()
+            ),
+            "x": pa.array(x, mask=rng.random(n) < 0.05),
+            "k": pa.array(
+                np.where(rng.random(n) < 0.05, None, rng.integers(0, 9, n)).tolist(), pa.int64()
+            ),
+            "flag": pa.array(rng.random(n) < 0.5),
+            **{
+                f"jet{j}pt": pa.array(rng.gamma(2, 1, n).astype("f4"), mask=rng.random(n) < 0.02)
+                for j in range(1, 5)
+            },
+            **{
+                f"jet{j}b-tag": pa.array(np.where(rng.random(n) < 0.4, 2.17, 0).astype("f4"))
+                for j in range(1, 5)
+            },
+        }
+        pq.write_table(pa.table(columns), src / f"part-{i}.parquet")
+    return src
+
+
+def _both(run: object) -> dict[str, object]:
+    return {engine: run(engine) for engine in ENGINES}  # type: ignore[operator]
+
+
+def test_preprocess_writes_the_same_rows_statistics_and_transform(
+    tmp_path: Path, messy: Path
+) -> None:
+    def run(engine: str) -> dict[str, object]:
+        out = tmp_path / engine
+        return preprocess(
+            str(messy), *(str(out / s) for s in SPLITS), str(out / "stats.md"), backend=engine
+        )
+
+    done = _both(run)
+    assert done["polars"] == done["pandas"]
+    assert done["polars"]["dropped"] > 0 and done["polars"]["filled"] == [  # type: ignore[index]
+        "jet1pt", "jet2pt", "jet3pt", "jet4pt", "k", "x",
+    ]  # fmt: skip
+    for split in SPLITS:
+        # One part per input file, the same rows in the same order, with the same types.
+        assert len(list((tmp_path / "polars" / split).glob("part-*.parquet"))) == 3
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(tmp_path / "polars" / split),
+            pd.read_parquet(tmp_path / "pandas" / split),
+        )
+        for name in ("_transform.json",):
+            assert (tmp_path / "polars" / split / name).read_text() == (
+                tmp_path / "pandas" / split / name
+            ).read_text()
+    assert (tmp_path / "polars" / "stats.md").read_text() == (
+        tmp_path / "pandas" / "stats.md"
+    ).read_text()
+
+
+def test_groupby_summary_agrees_within_1e_9(tmp_path: Path, messy: Path, higgs_dir: Path) -> None:
+    for src, column in ((messy, "x"), (higgs_dir, "m_bb")):
+        tables = _both(
+            lambda engine, src=src, column=column: groupby_summary(
+                str(src), str(tmp_path / f"{engine}.csv"), bin_column=column, backend=engine
+            )
+        )
+        pd.testing.assert_frame_equal(tables["polars"], tables["pandas"], rtol=1e-9)
+
+
+def test_generate_and_ingest_write_the_same_parts(tmp_path: Path) -> None:
+    for engine in ENGINES:
+        made = generate_higgs(
+            str(tmp_path / engine), 20_000, seed=5, partition_size_mb=1, backend=engine
+        )
+        assert made["partitions"] == 3
+        ingest(
+            str(tmp_path / engine),
+            str(tmp_path / f"{engine}-cut"),
+            partition_size_mb=0.4,
+            backend=engine,
+        )
+        frame = pd.read_parquet(tmp_path / engine)
+        frame.to_csv(tmp_path / f"{engine}.csv", index=False)
+        ingest(str(tmp_path / f"{engine}.csv"), str(tmp_path / f"{engine}-csv"), backend=engine)
+    for suffix in ("", "-cut", "-csv"):
+        polars, pandas = (sorted((tmp_path / f"{e}{suffix}").glob("*.parquet")) for e in ENGINES)
+        if suffix != "-csv":  # CSV: streamed per file here, cut in byte ranges by Dask
+            assert [p.name for p in polars] == [p.name for p in pandas]
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(tmp_path / f"polars{suffix}"),
+            pd.read_parquet(tmp_path / f"pandas{suffix}"),
+        )
+
+
+def test_with_no_cluster_named_the_work_runs_on_polars_here() -> None:
+    # dask.config names a scheduler (this module's fixture): Dask computes, here.
+    assert _backend.plan(None, None, "/data/in") == _backend.Plan("pandas")
+    with dask.config.set(scheduler=None):  # nothing names a cluster
+        where = _backend.plan(None, None, "/data/in", "file:///data/out")
+    assert where == _backend.Plan("polars") and where.local
+
+
+def test_a_run_on_a_dask_cluster_keeps_dask(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under --executor dask the engine hands the task its scheduler: the functions go there.
+    monkeypatch.setenv("HEADWATER_DASK_SCHEDULER", "tcp://127.0.0.1:9")
+    with (
+        dask.config.set(scheduler=None),
+        pytest.raises(UserError, match=r"cannot reach the run's Dask scheduler at tcp://"),
+    ):
+        _backend.plan(None, None, "/data/in")
+    assert _backend.plan(None, "polars", "/data/in").local  # backend= still forces one
+
+
+def test_backend_polars_refuses_an_object_store_in_one_line() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"reads and writes local paths only, not 's3:"):
+        _backend.plan(None, "polars", "/data/in", "s3://bucket/out")
+    with pytest.raises(InvalidArgumentError, match=r"unknown backend 'duckdb' \(known: auto, "):
+        _backend.plan(None, "duckdb", "/data/in")
+
+
+def test_a_bin_column_that_is_not_numeric_is_named(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    pd.DataFrame({"label": [0, 1], "x": ["a", "b"]}).to_parquet(src / "part-0.parquet")
+    with pytest.raises(UserError, match=r"bin column 'x' of .* holds (large_)?string, not numbers"):
+        groupby_summary(str(src), str(tmp_path / "t.csv"), bin_column="x")
