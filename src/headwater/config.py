@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 from headwater.errors import ConfigError
@@ -88,6 +89,9 @@ DASK_THREADS_ENV = "HEADWATER_DASK_THREADS"
 DASK_MEMORY_LIMIT_ENV = "HEADWATER_DASK_MEMORY_LIMIT"
 DASK_SPILL_DIR_ENV = "HEADWATER_DASK_SPILL_DIR"
 DASK_DEVICE_MEMORY_LIMIT_ENV = "HEADWATER_DASK_DEVICE_MEMORY_LIMIT"
+#: The data steps on Polars (one machine): the memory past which they spill, and where to.
+DATA_MEMORY_LIMIT_ENV = "HEADWATER_DATA_MEMORY_LIMIT"
+DATA_SPILL_DIR_ENV = "HEADWATER_DATA_SPILL_DIR"
 RMM_POOL_SIZE_ENV = "HEADWATER_RMM_POOL_SIZE"
 DASK_PAUSED_TIMEOUT_ENV = "HEADWATER_DASK_PAUSED_TIMEOUT"
 DDP_START_TIMEOUT_ENV = "HEADWATER_DDP_START_TIMEOUT"
@@ -270,6 +274,30 @@ def dask_memory_limit() -> str | None:
 def dask_spill_dir() -> str | None:
     """`HEADWATER_DASK_SPILL_DIR`: where workers spill; None: the system's temp directory."""
     return _text(DASK_SPILL_DIR_ENV)
+
+
+def data_memory_limit() -> int | None:
+    """`HEADWATER_DATA_MEMORY_LIMIT`: the memory, in bytes, past which the data steps on
+    Polars spill to disk ("1GB", "500MB", "2GiB" or a number of bytes); None: Polars' default
+    (a share of the machine's memory)."""
+    text = _text(DATA_MEMORY_LIMIT_ENV)
+    if text is None:
+        return None
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?", text, re.IGNORECASE)
+    value = 0.0
+    if found:
+        unit = (found.group(2) or "b").lower()
+        scale = 1024 if "i" in unit else 1000
+        value = float(found.group(1)) * scale ** "bkmgt".index(unit[0])
+    if value < 64_000_000:
+        raise _bad(DATA_MEMORY_LIMIT_ENV, text, 'a size of 64MB or more ("1GB", "500MB")')
+    return int(value)
+
+
+def data_spill_dir() -> str | None:
+    """`HEADWATER_DATA_SPILL_DIR`: where the data steps on Polars spill; None: Polars' own
+    (under the system's temp directory)."""
+    return _text(DATA_SPILL_DIR_ENV)
 
 
 def dask_device_memory_limit() -> str | None:

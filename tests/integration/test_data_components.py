@@ -51,6 +51,9 @@ def test_the_components_run_on_the_runs_dask_cluster(
     assert list(summary["group_by"]) == ["label", "label", "m_bb", "m_bb", "m_bb", "m_bb"]
     assert summary[summary["group_by"] == "label"]["rows"].sum() == train["metadata"]["rows"]
     assert {t["executor"] for t in result["tasks"]} == {"dask"}
+    # Given the run's cluster, the data steps computed on it (pandas), not on Polars.
+    assert {data["metadata"]["engine"], train["metadata"]["engine"]} == {"pandas"}
+    assert table["metadata"]["engine"] == "pandas"
 
 
 def test_bad_input_fails_the_task_with_the_functions_message(headwater: Cli) -> None:

@@ -3,6 +3,7 @@ registered model, and the second run served from the cache."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -54,6 +55,30 @@ def _paste_next_steps(stdout: str, home: Path, cwd: Path) -> None:
     assert lineage.endswith(" lineage higgs-xgboost:1"), lineage
 
 
+def _engines(home: Path, cwd: Path) -> dict[str, str]:
+    """The engine each data step's first output artifact records, by task."""
+    code = (
+        "import json, headwater\n"
+        "run = headwater.list_runs()[0]\n"
+        "found = {}\n"
+        "for task in headwater.get_run(run.run_id).tasks:\n"
+        "    for uris in task.output_artifacts.values():\n"
+        "        meta = headwater.get_artifact(uris[0]).metadata\n"
+        "        if 'engine' in meta: found[task.name] = meta['engine']\n"
+        "print(json.dumps(found))\n"
+    )
+    env = {**os.environ, "HEADWATER_HOME": str(home)}
+    env.pop("HEADWATER_METADATA_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert isinstance(found, dict)
+    return found
+
+
 # An end-to-end pipeline: ~30-60 s here, and CI machines under load were 3.5x slower.
 @pytest.mark.timeout(360)
 def test_demo_trains_registers_and_is_cached_the_second_time(tmp_path: Path) -> None:
@@ -68,6 +93,10 @@ def test_demo_trains_registers_and_is_cached_the_second_time(tmp_path: Path) -> 
     assert "headwater models promote higgs-xgboost 1 --stage production" in first.stdout
     assert "headwater serve higgs-xgboost:1" in first.stdout
     _paste_next_steps(first.stdout, home, tmp_path)
+    # No cluster named: the data steps ran on Polars in their tasks' processes.
+    assert _engines(home, tmp_path) == dict.fromkeys(
+        ("generate-higgs", "groupby-summary", "preprocess"), "polars"
+    )
 
     second = _demo(home, tmp_path)
     assert second.returncode == 0, second.stdout + second.stderr

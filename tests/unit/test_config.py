@@ -42,6 +42,10 @@ SETTINGS: list[tuple[Callable[[], Any], str, Any, str, Any]] = [
     (config.dask_memory_limit, config.DASK_MEMORY_LIMIT_ENV, None, "2GB", "2GB"),
     (config.dask_spill_dir, config.DASK_SPILL_DIR_ENV, None, "/tmp/spill", "/tmp/spill"),
     (config.dask_device_memory_limit, config.DASK_DEVICE_MEMORY_LIMIT_ENV, None, "0.8", "0.8"),
+    (config.data_memory_limit, config.DATA_MEMORY_LIMIT_ENV, None, "1.5GB", 1_500_000_000),
+    (config.data_memory_limit, config.DATA_MEMORY_LIMIT_ENV, None, "2 GiB", 2 * 2**30),
+    (config.data_memory_limit, config.DATA_MEMORY_LIMIT_ENV, None, "70000000", 70_000_000),
+    (config.data_spill_dir, config.DATA_SPILL_DIR_ENV, None, "/tmp/spill", "/tmp/spill"),
     (config.rmm_pool_size, config.RMM_POOL_SIZE_ENV, None, "8GB", "8GB"),
     (config.ddp_start_timeout_s, config.DDP_START_TIMEOUT_ENV, 120.0, "inf", float("inf")),
     (config.s3_connect_timeout_s, config.S3_CONNECT_TIMEOUT_ENV, 10.0, "0.5", 0.5),
@@ -67,6 +71,13 @@ BAD: list[tuple[Callable[[], Any], str, str, str]] = [
     (config.s3_retries, config.S3_RETRIES_ENV, "-1", "0 or more"),
     (config.max_tasks, config.MAX_TASKS_ENV, "0", "1 or more"),
     (config.max_tasks, config.MAX_TASKS_ENV, "lots", "a valid int"),
+    (
+        config.data_memory_limit,
+        config.DATA_MEMORY_LIMIT_ENV,
+        "lots",
+        'a size of 64MB or more ("1GB"',
+    ),
+    (config.data_memory_limit, config.DATA_MEMORY_LIMIT_ENV, "10MB", "a size of 64MB or more"),
 ]
 
 

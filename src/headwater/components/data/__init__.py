@@ -1,9 +1,12 @@
-"""Data components: synthetic Higgs data, ingest, preprocess, groupby summary, on pandas or cuDF.
+"""Data components: synthetic Higgs data, ingest, preprocess, groupby summary, on Polars, pandas
+or cuDF.
 
 `from headwater.components.data import generate_higgs, ingest, preprocess, groupby_summary`
 gives the KFP components (for pipelines). The plain functions they call, usable in scripts
-and notebooks, live in the modules `higgs`, `ingestion`, `preprocessing` and `summary`; they compute
-on `headwater.compute.get_client()` and choose cuDF when every worker has a GPU.
+and notebooks, live in the modules `higgs`, `ingestion`, `preprocessing` and `summary`. With no
+cluster named they compute on Polars in this process; on a Dask cluster (`client=`, or the run's
+under `--executor dask`) with pandas on its workers, or cuDF when every worker has a GPU
+(`_backend.plan`, ADR 70).
 """
 
 from __future__ import annotations

@@ -9,8 +9,11 @@ data's size; `preprocess_file` makes its three split files and its statistics in
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
+from headwater import config
 from headwater._deps import require
 from headwater.components.data import _dataset
 
@@ -21,8 +24,27 @@ _SEED_MIX = 0xD1B54A32D192ED03
 _ROW, _U = "__headwater_row", "__headwater_u"
 
 
+#: Polars' own settings for its out-of-core memory manager, read once, when it is imported.
+POLARS_MEMORY_BUDGET_ENV = "POLARS_OOC_MEMORY_BUDGET_MB"
+POLARS_SPILL_DIR_ENV = "POLARS_OOC_SPILL_DIR"
+
+
 def pl() -> Any:
-    """`polars`, or a MissingDependencyError naming the extra."""
+    """`polars`, or a MissingDependencyError naming the extra.
+
+    Imported here first, it gets `HEADWATER_DATA_MEMORY_LIMIT` as its memory budget (past it,
+    operators that hold data spill to disk) and `HEADWATER_DATA_SPILL_DIR` as where they spill.
+
+    Raises:
+        ConfigError: `HEADWATER_DATA_MEMORY_LIMIT` is not a size.
+    """
+    if "polars" not in sys.modules:
+        limit = config.data_memory_limit()
+        if limit is not None:
+            os.environ[POLARS_MEMORY_BUDGET_ENV] = str(limit // 2**20)
+        spill = config.data_spill_dir()
+        if spill is not None:
+            os.environ[POLARS_SPILL_DIR_ENV] = spill
     return require("polars", "data", "the data steps on one machine", package="polars")
 
 
@@ -75,15 +97,41 @@ def group_sums(
     keys: tuple[str, str, str],
 ) -> Any:
     """Rows and column sums by label and by bin, as pandas: what `summary.partial_sums` and
-    Dask's reduction of them give (`keys`: the by, key and rows column names)."""
+    Dask's reduction of them give (`keys`: the by, key and rows column names).
+
+    Sums skip NaN, as pandas' do. Skipping costs a tenth of the query, and a sum with no NaN
+    to skip is the same either way, so the columns are summed as they are first, and only the
+    columns whose sums came out NaN are summed again skipping it.
+    """
+    found = _group_sums(dataset, label, bin_column, edges, columns, keys, skip_nan=())
+    again = [c for c in columns if found[c].isna().any()]
+    if again:
+        redone = _group_sums(dataset, label, bin_column, edges, again, keys, skip_nan=again)
+        found[again] = redone[again].to_numpy()
+    return found
+
+
+def _group_sums(
+    dataset: _dataset.ParquetDataset,
+    label: str,
+    bin_column: str,
+    edges: tuple[float, float, int],
+    columns: list[str],
+    keys: tuple[str, str, str],
+    skip_nan: list[str] | tuple[str, ...],
+) -> Any:
     import pandas as pd
 
     polars = pl()
     by, key, rows = keys
     low, width, bins = edges
     schema = scan(dataset.files).collect_schema()
+
+    def value(c: str) -> Any:
+        return _missing_to_null(c, schema[c]) if c in skip_nan else polars.col(c)
+
     sums = [polars.len().cast(polars.Float64).alias(rows)] + [
-        _missing_to_null(c, schema[c]).cast(polars.Float64).sum().alias(c) for c in columns
+        value(c).cast(polars.Float64).sum().alias(c) for c in columns
     ]
     raw_label = _missing_to_null(label, schema[label])
     binned = _missing_to_null(bin_column, schema[bin_column])
@@ -103,7 +151,7 @@ def group_sums(
     )
     found = polars.collect_all([by_label, by_bin], engine="streaming")
     parts = [f.select(by, key, rows, *columns).to_pandas() for f in found]
-    return pd.concat(parts, ignore_index=True)
+    return pd.concat(parts, ignore_index=True).sort_values([by, key], ignore_index=True)
 
 
 def fill_means(dataset: _dataset.ParquetDataset, columns: list[str]) -> dict[str, float]:

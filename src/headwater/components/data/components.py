@@ -96,7 +96,9 @@ def preprocess(
         backend=backend,
     )
     for split, artifact in (("train", train), ("validation", validation), ("test", test)):
-        artifact.metadata.update({"rows": done["rows"][split], "columns": done["columns"]})
+        artifact.metadata.update(
+            {"rows": done["rows"][split], "columns": done["columns"], "engine": done["engine"]}
+        )
 
 
 @component(packages_to_install=PACKAGES)
@@ -121,4 +123,4 @@ def groupby_summary(
         bins=bins,
         backend=backend,
     )
-    table.metadata.update({"rows": len(result), "format": "csv"})
+    table.metadata.update({"rows": len(result), "format": "csv", "engine": result.attrs["engine"]})

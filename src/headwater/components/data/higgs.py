@@ -153,7 +153,8 @@ def generate_higgs(
             choose by where it runs.
 
     Returns:
-        `{"rows", "partitions", "bytes", "schema"}` for the artifact's metadata.
+        `{"rows", "partitions", "bytes", "schema", "engine"}` for the artifact's metadata
+        (`engine`: "polars" when it ran here, else the Dask backend).
 
     Raises:
         InvalidArgumentError: `rows` or `partition_size_mb` is not positive.
@@ -174,6 +175,7 @@ def generate_higgs(
         "partitions": len(calls),
         "bytes": int(sum(sizes)),
         "schema": schema_text(),
+        "engine": where.backend,
     }
 
 

@@ -44,7 +44,8 @@ def ingest(
             runs.
 
     Returns:
-        `{"rows", "partitions", "bytes", "schema": {column: type}}` for the artifact metadata.
+        `{"rows", "partitions", "bytes", "schema": {column: type}, "engine"}` for the
+        artifact metadata.
 
     Raises:
         StorageError: `source` does not exist.
@@ -72,6 +73,7 @@ def ingest(
         "partitions": len(written.files),
         "bytes": sum(out_fs.size(f) for f in written.files),
         "schema": {f.name: str(f.type) for f in written.schema},
+        "engine": where.backend,
     }
 
 

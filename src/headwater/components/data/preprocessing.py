@@ -225,8 +225,9 @@ def preprocess(
 
     Returns:
         `{"rows": {split: n}, "dropped", "filled": [columns], "columns": [names],
-        "transform"}`: the last is what was done to a row (`headwater.models.transform`),
-        also written as `_transform.json` into each split's directory.
+        "transform", "engine"}`: `transform` is what was done to a row
+        (`headwater.models.transform`), also written as `_transform.json` into each split's
+        directory; `engine` is "polars" when it ran here, else the Dask backend.
 
     Raises:
         StorageError, UserError: The bad inputs `inspect_dataset` names.
@@ -289,6 +290,7 @@ def preprocess(
         "filled": sorted(fill),
         "columns": list(stats.index) if stats is not None else [],
         "transform": spec.to_json(),
+        "engine": where.backend,
     }
 
 

@@ -90,7 +90,7 @@ def groupby_summary(
         backend: "polars", "pandas" or "cudf" (Dask), or None to choose by where it runs.
 
     Returns:
-        The table as a pandas DataFrame.
+        The table as a pandas DataFrame; `table.attrs["engine"]` says what computed it.
 
     Raises:
         StorageError, UserError: The bad inputs `inspect_dataset` names, or a `bin_column`
@@ -145,6 +145,7 @@ def groupby_summary(
             partials.groupby([_BY, _KEY]).sum(split_out=1), client=where.client
         )
     table = _table(sums.reset_index(), columns, label, bin_column, low, width)
+    table.attrs["engine"] = where.backend
     fs, path = _dataset.filesystem(table_path)
     with fs.open(path, "w") as fh:
         table.to_csv(fh, index=False)

@@ -3,6 +3,11 @@ Polars only where nothing names a cluster."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,24 +67,22 @@ def messy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return src
 
 
-def _both(run: object) -> dict[str, object]:
-    return {engine: run(engine) for engine in ENGINES}  # type: ignore[operator]
-
-
 def test_preprocess_writes_the_same_rows_statistics_and_transform(
     tmp_path: Path, messy: Path
 ) -> None:
-    def run(engine: str) -> dict[str, object]:
-        out = tmp_path / engine
-        return preprocess(
-            str(messy), *(str(out / s) for s in SPLITS), str(out / "stats.md"), backend=engine
+    done = {
+        engine: preprocess(
+            str(messy),
+            *(str(tmp_path / engine / s) for s in SPLITS),
+            str(tmp_path / engine / "stats.md"),
+            backend=engine,
         )
-
-    done = _both(run)
+        for engine in ENGINES
+    }
+    assert {engine: done[engine].pop("engine") for engine in ENGINES} == {e: e for e in ENGINES}
     assert done["polars"] == done["pandas"]
-    assert done["polars"]["dropped"] > 0 and done["polars"]["filled"] == [  # type: ignore[index]
-        "jet1pt", "jet2pt", "jet3pt", "jet4pt", "k", "x",
-    ]  # fmt: skip
+    assert done["polars"]["dropped"] > 0
+    assert done["polars"]["filled"] == ["jet1pt", "jet2pt", "jet3pt", "jet4pt", "k", "x"]
     for split in SPLITS:
         # One part per input file, the same rows in the same order, with the same types.
         assert len(list((tmp_path / "polars" / split).glob("part-*.parquet"))) == 3
@@ -87,10 +90,8 @@ def test_preprocess_writes_the_same_rows_statistics_and_transform(
             pd.read_parquet(tmp_path / "polars" / split),
             pd.read_parquet(tmp_path / "pandas" / split),
         )
-        for name in ("_transform.json",):
-            assert (tmp_path / "polars" / split / name).read_text() == (
-                tmp_path / "pandas" / split / name
-            ).read_text()
+        transform = [(tmp_path / e / split / "_transform.json").read_text() for e in ENGINES]
+        assert transform[0] == transform[1]
     assert (tmp_path / "polars" / "stats.md").read_text() == (
         tmp_path / "pandas" / "stats.md"
     ).read_text()
@@ -98,11 +99,13 @@ def test_preprocess_writes_the_same_rows_statistics_and_transform(
 
 def test_groupby_summary_agrees_within_1e_9(tmp_path: Path, messy: Path, higgs_dir: Path) -> None:
     for src, column in ((messy, "x"), (higgs_dir, "m_bb")):
-        tables = _both(
-            lambda engine, src=src, column=column: groupby_summary(
+        tables = {
+            engine: groupby_summary(
                 str(src), str(tmp_path / f"{engine}.csv"), bin_column=column, backend=engine
             )
-        )
+            for engine in ENGINES
+        }
+        assert {e: tables[e].attrs["engine"] for e in ENGINES} == {e: e for e in ENGINES}
         pd.testing.assert_frame_equal(tables["polars"], tables["pandas"], rtol=1e-9)
 
 
@@ -140,13 +143,12 @@ def test_with_no_cluster_named_the_work_runs_on_polars_here() -> None:
 
 
 def test_a_run_on_a_dask_cluster_keeps_dask(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Under --executor dask the engine hands the task its scheduler: the functions go there.
-    monkeypatch.setenv("HEADWATER_DASK_SCHEDULER", "tcp://127.0.0.1:9")
-    with (
-        dask.config.set(scheduler=None),
-        pytest.raises(UserError, match=r"cannot reach the run's Dask scheduler at tcp://"),
-    ):
-        _backend.plan(None, None, "/data/in")
+    # Under --executor dask the engine hands each task its scheduler: the functions go there
+    # (end to end: test_data_components' pipeline on the run's cluster records "pandas").
+    with dask.config.set(scheduler=None):
+        assert _backend._one_machine()
+        monkeypatch.setenv("HEADWATER_DASK_SCHEDULER", "tcp://127.0.0.1:8786")
+        assert not _backend._one_machine()
     assert _backend.plan(None, "polars", "/data/in").local  # backend= still forces one
 
 
@@ -163,3 +165,58 @@ def test_a_bin_column_that_is_not_numeric_is_named(tmp_path: Path) -> None:
     pd.DataFrame({"label": [0, 1], "x": ["a", "b"]}).to_parquet(src / "part-0.parquet")
     with pytest.raises(UserError, match=r"bin column 'x' of .* holds (large_)?string, not numbers"):
         groupby_summary(str(src), str(tmp_path / "t.csv"), bin_column="x")
+
+
+def test_the_memory_limit_reaches_polars_which_spills_past_it(tmp_path: Path) -> None:
+    """HEADWATER_DATA_MEMORY_LIMIT becomes Polars' out-of-core budget when Headwater loads it:
+    a sort of 100 MB under a 64 MB limit spills to HEADWATER_DATA_SPILL_DIR; without the
+    limit the same sort stays in memory."""
+    code = """
+        import json, os, threading
+        from headwater.components.data import _polars
+        pl = _polars.pl()
+        spill = os.environ["HEADWATER_DATA_SPILL_DIR"]
+        seen, stop = [], threading.Event()
+        def watch():
+            while not stop.wait(0.005):
+                if any(files for _, _, files in os.walk(spill)):
+                    seen.append(True)
+                    return
+        threading.Thread(target=watch, daemon=True).start()
+        rows = pl.int_range(0, 12_500_000).shuffle(seed=1).alias("x")
+        pl.LazyFrame({"x": [0]}).select(rows).sort("x").sink_parquet("sorted.parquet")
+        stop.set()
+        print(json.dumps({"budget": os.environ.get(_polars.POLARS_MEMORY_BUDGET_ENV),
+                          "spilled": bool(seen)}))
+    """
+    found = []
+    for limit in ("64MB", None):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HEADWATER_", "POLARS_"))}
+        env |= {"POLARS_MAX_THREADS": "2", "HEADWATER_DATA_SPILL_DIR": str(tmp_path / "spill")}
+        if limit:
+            env["HEADWATER_DATA_MEMORY_LIMIT"] = limit
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        found.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert found == [{"budget": "61", "spilled": True}, {"budget": None, "spilled": False}]
+
+
+def test_a_bad_memory_limit_fails_the_step_in_one_line(tmp_path: Path, higgs_dir: Path) -> None:
+    code = f"""
+        from headwater.components.data.summary import groupby_summary
+        groupby_summary({str(higgs_dir)!r}, "t.csv")
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADWATER_")}
+    env["HEADWATER_DATA_MEMORY_LIMIT"] = "lots"
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        "headwater.errors.ConfigError: HEADWATER_DATA_MEMORY_LIMIT='lots' is not a size of 64MB "
+        'or more ("1GB", "500MB"): fix or unset it'
+    )
