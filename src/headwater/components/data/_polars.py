@@ -103,55 +103,46 @@ def group_sums(
     to skip is the same either way, so the columns are summed as they are first, and only the
     columns whose sums came out NaN are summed again skipping it.
     """
-    found = _group_sums(dataset, label, bin_column, edges, columns, keys, skip_nan=())
-    again = [c for c in columns if found[c].isna().any()]
-    if again:
-        redone = _group_sums(dataset, label, bin_column, edges, again, keys, skip_nan=again)
-        found[again] = redone[again].to_numpy()
-    return found
-
-
-def _group_sums(
-    dataset: _dataset.ParquetDataset,
-    label: str,
-    bin_column: str,
-    edges: tuple[float, float, int],
-    columns: list[str],
-    keys: tuple[str, str, str],
-    skip_nan: list[str] | tuple[str, ...],
-) -> Any:
     import pandas as pd
 
     polars = pl()
     by, key, rows = keys
     low, width, bins = edges
     schema = scan(dataset.files).collect_schema()
-
-    def value(c: str) -> Any:
-        return _missing_to_null(c, schema[c]) if c in skip_nan else polars.col(c)
-
-    sums = [polars.len().cast(polars.Float64).alias(rows)] + [
-        value(c).cast(polars.Float64).sum().alias(c) for c in columns
-    ]
     raw_label = _missing_to_null(label, schema[label])
     binned = _missing_to_null(bin_column, schema[bin_column])
     # pandas' `(x - low) // width` on the column's own type (float32 stays float32).
     bin_of = ((binned - low) // width).fill_null(-1).clip(-1, bins - 1).cast(polars.Float64)
-    frame = scan(dataset.files)
-    by_label = (
-        frame.filter(raw_label.is_not_null())
-        .group_by(raw_label.cast(polars.Float64).alias(key))
-        .agg(sums)
-        .with_columns(polars.lit(0, dtype=polars.Int64).alias(by))
-    )
-    by_bin = (
-        frame.group_by(bin_of.alias(key))
-        .agg(sums)
-        .with_columns(polars.lit(1, dtype=polars.Int64).alias(by))
-    )
-    found = polars.collect_all([by_label, by_bin], engine="streaming")
-    parts = [f.select(by, key, rows, *columns).to_pandas() for f in found]
-    return pd.concat(parts, ignore_index=True).sort_values([by, key], ignore_index=True)
+
+    def summed(names: list[str], skip_nan: bool) -> Any:
+        sums = [polars.len().cast(polars.Float64).alias(rows)] + [
+            (_missing_to_null(c, schema[c]) if skip_nan else polars.col(c))
+            .cast(polars.Float64)
+            .sum()
+            .alias(c)
+            for c in names
+        ]
+        frame = scan(dataset.files)
+        by_label = (
+            frame.filter(raw_label.is_not_null())
+            .group_by(raw_label.cast(polars.Float64).alias(key))
+            .agg(sums)
+            .with_columns(polars.lit(0, dtype=polars.Int64).alias(by))
+        )
+        by_bin = (
+            frame.group_by(bin_of.alias(key))
+            .agg(sums)
+            .with_columns(polars.lit(1, dtype=polars.Int64).alias(by))
+        )
+        found = polars.collect_all([by_label, by_bin], engine="streaming")
+        parts = [f.select(by, key, rows, *names).to_pandas() for f in found]
+        return pd.concat(parts, ignore_index=True).sort_values([by, key], ignore_index=True)
+
+    found = summed(columns, skip_nan=False)
+    again = [c for c in columns if found[c].isna().any()]
+    if again:
+        found[again] = summed(again, skip_nan=True)[again].to_numpy()
+    return found
 
 
 def fill_means(dataset: _dataset.ParquetDataset, columns: list[str]) -> dict[str, float]:

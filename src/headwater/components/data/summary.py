@@ -114,6 +114,12 @@ def groupby_summary(
             f"bin column {bin_column!r} of {url!r} holds {kind}, not numbers: bin a numeric "
             "column (bin_column=...)"
         )
+    kind = dataset.schema.field(label).type
+    if not (pat.is_floating(kind) or pat.is_integer(kind) or pat.is_boolean(kind)):
+        raise UserError(
+            f"label column {label!r} of {url!r} holds {kind}, not numbers: encode the classes "
+            "as numbers (0, 1, ...) first"
+        )
     columns = [
         f.name
         for f in dataset.schema

@@ -159,12 +159,23 @@ def test_backend_polars_refuses_an_object_store_in_one_line() -> None:
         _backend.plan(None, "duckdb", "/data/in")
 
 
-def test_a_bin_column_that_is_not_numeric_is_named(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        ({"label": [0, 1], "x": ["a", "b"]}, r"bin column 'x' of .* holds (large_)?string, not"),
+        ({"label": ["s", "b"], "x": [1.0, 2.0]}, r"label column 'label' of .* holds (large_)?str"),
+    ],
+    ids=["bin", "label"],
+)
+def test_a_column_that_is_not_numeric_is_named(
+    tmp_path: Path, frame: dict[str, list[object]], message: str
+) -> None:
     src = tmp_path / "src"
     src.mkdir()
-    pd.DataFrame({"label": [0, 1], "x": ["a", "b"]}).to_parquet(src / "part-0.parquet")
-    with pytest.raises(UserError, match=r"bin column 'x' of .* holds (large_)?string, not numbers"):
-        groupby_summary(str(src), str(tmp_path / "t.csv"), bin_column="x")
+    pd.DataFrame(frame).to_parquet(src / "part-0.parquet")
+    for engine in ENGINES:
+        with pytest.raises(UserError, match=message):
+            groupby_summary(str(src), str(tmp_path / "t.csv"), bin_column="x", backend=engine)
 
 
 def test_the_memory_limit_reaches_polars_which_spills_past_it(tmp_path: Path) -> None:
