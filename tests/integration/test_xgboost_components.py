@@ -186,6 +186,22 @@ def test_evaluation_matches_scikit_learn(
     assert 100 <= len(result.roc["fpr"]) <= 202
 
 
+def test_evaluation_on_one_machine_matches_the_clusters(
+    trained: TrainingResult, splits: Path, client: Any
+) -> None:
+    from headwater import compute
+
+    model, test = str(splits / "model"), str(splits / "test")
+    on_cluster = evaluate_classifier(model, test, client=client)
+    own = compute._own.get("client")
+    with dask.config.set(scheduler=None):  # nothing names a cluster: predicted here
+        here = evaluate_classifier(model, test)
+    assert compute._own.get("client") is own  # no cluster was started for it
+    assert here.confusion_matrix == on_cluster.confusion_matrix
+    assert here.roc == on_cluster.roc
+    assert here.metrics == pytest.approx(on_cluster.metrics, rel=1e-9)
+
+
 def test_a_rejected_hyperparameter_is_named(splits: Path, client: Any) -> None:
     with pytest.raises(InvalidArgumentError, match=r"hyperparameter 'max_depth'=-1 is rejected"):
         train_xgboost(

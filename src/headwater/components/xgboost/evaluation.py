@@ -1,6 +1,8 @@
-"""Score a binary classifier on a Parquet test split with distributed predictions.
+"""Score a binary classifier on a Parquet test split, here or with distributed predictions.
 
-Predictions are made where the data are (`xgboost.dask.inplace_predict`) and never gathered:
+On one machine with no cluster named, the split is read and predicted a piece at a time in
+this process. On a cluster, predictions are made where the data are
+(`xgboost.dask.inplace_predict`) and never gathered:
 each partition reduces its scores to counts in `BINS` equal-width bins of the predicted
 probability, per class, plus its log loss and confusion counts; the sums of those are all the
 metrics need, so memory stays flat whatever the size of the test split. Accuracy, precision,
@@ -65,7 +67,8 @@ def evaluate_classifier(
         test: The test split, a Parquet dataset with the label and the model's features.
         label: The label column, holding 0 and 1.
         threshold: Probability at or above which a row is predicted positive.
-        client: A `distributed.Client`; None: `headwater.compute.get_client()`.
+        client: A `distributed.Client`; None: in this process on one machine (nothing names
+            a cluster, no GPU), else `headwater.compute.get_client()`.
 
     Returns:
         The metrics, confusion matrix and ROC curve.
@@ -90,11 +93,11 @@ def evaluate_classifier(
         raise UserError(f"model {model!r} records no feature names; train it on a DataFrame")
     split = _splits.open_split("test", test, label, features)
     _check_label_range(split)
-    if client is None:
-        from headwater.compute import get_client
-
-        client = get_client()
-    backend = _backend.choose_backend(client, None)
+    where = _backend.plan(client, None, test)
+    if where.local:  # one machine, no cluster named: predict here, a piece at a time
+        booster.set_param({"device": "cpu"})
+        return summarize(_counts_here(booster, split, threshold), test)
+    client, backend = where.client, where.backend
     booster.set_param({"device": "cuda" if backend == "cudf" else "cpu"})
     dxgb = _library.xgboost_dask()
     from dask.delayed import delayed
@@ -112,6 +115,18 @@ def evaluate_classifier(
         total = delayed(_sum)(partials)
         (counts,) = _backend.compute(total, client=client)
     return summarize(counts, test)
+
+
+def _counts_here(booster: Any, split: _splits.Split, threshold: float) -> dict[str, Any]:
+    """`partial_counts` of each piece of the split (about a file each), predicted in this
+    process: memory stays near one piece, as on the cluster."""
+    columns = [*split.features, split.label]
+    parts = []
+    for piece in _splits.pieces(split, 1):
+        frame = _splits.read_piece(piece, split.dataset.fs, "pandas", columns)
+        scores = booster.inplace_predict(frame[list(split.features)])
+        parts.append(partial_counts(scores, frame[split.label], threshold))
+    return _sum(parts)
 
 
 def _objective(booster: Any) -> str:
