@@ -173,6 +173,8 @@ def preprocess_file(
     """`preprocessing._preprocess_file` on Polars: one input file to one part per split, its
     rows, the labelless rows it dropped, and count/sum/sumsq/min/max per numeric column."""
     polars = pl()
+    if not dataset.rows[index]:  # as on Dask: an empty input file makes no parts
+        return {"rows": dict.fromkeys(outputs, 0), "dropped": 0, "stats": None}
     path = dataset.files[index]
     frame = scan([path])
     schema = frame.collect_schema()

@@ -116,13 +116,17 @@ def _partial(frame: Any) -> Any:
 
 
 def _merge(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
+    """Two `_partial` tables summed (None: nothing yet); min and max skip a side's NaN (a part
+    with no rows), whichever side it is on."""
+    import numpy as np
+
+    if a is None or b is None:
+        return b if a is None else a
     out = a.copy()
     for s in ("count", "sum", "sumsq"):
         out[s] = a[s] + b[s]
-    out["min"] = a["min"].combine(b["min"], min)
-    out["max"] = a["max"].combine(b["max"], max)
+    out["min"] = np.fmin(a["min"], b["min"])
+    out["max"] = np.fmax(a["max"], b["max"])
     return out
 
 
@@ -145,6 +149,8 @@ def _preprocess_file(
     if backend == "cudf":
         frame = _dataset.read_part(path, fs, backend)
         total = len(frame)
+        if not total:
+            return {"rows": rows, "dropped": 0, "stats": None}
         frame, u = _transform(frame, start, label, fill, seed)
         stats = _partial(frame)
         import cupy
@@ -165,6 +171,8 @@ def _preprocess_file(
         with _dataset.parquet_file(fs, path) as source:
             for group in _dataset.row_groups(source):
                 n = group.num_rows
+                if not n:  # an empty file's row group: no part, not one of its own types
+                    continue
                 frame = group.to_pandas(self_destruct=True)
                 del group
                 frame, u = _transform(frame, start + total, label, fill, seed)

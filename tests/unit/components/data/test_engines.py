@@ -37,17 +37,19 @@ def engine() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def messy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three parts with what pandas and Polars treat apart: null and NaN floats, an integer
-    label and an integer feature with nulls, a boolean, and the Higgs jet columns."""
+    """Five parts with what pandas and Polars treat apart: null and NaN floats, an integer
+    label and an integer feature with nulls, a boolean, and the Higgs jet columns; the first
+    part has no rows, and the third no labels."""
     src = tmp_path_factory.mktemp("messy")
     rng = np.random.default_rng(1)
-    for i in range(3):
-        n = 4000
+    for i, n in enumerate((0, 4000, 3000, 4000, 4000)):
         x = rng.normal(size=n).astype("f4")
         x[rng.random(n) < 0.03] = np.nan
+        unlabelled = 1.0 if i == 2 else 0.05
         columns = {
             "label": pa.array(
-                np.where(rng.random(n) < 0.05, None, rng.integers(0, 2, n)).tolist(), pa.int8()
+                np.where(rng.random(n) < unlabelled, None, rng.integers(0, 2, n)).tolist(),
+                pa.int8(),
             ),
             "x": pa.array(x, mask=rng.random(n) < 0.05),
             "k": pa.array(
@@ -84,8 +86,8 @@ def test_preprocess_writes_the_same_rows_statistics_and_transform(
     assert done["polars"]["dropped"] > 0
     assert done["polars"]["filled"] == ["jet1pt", "jet2pt", "jet3pt", "jet4pt", "k", "x"]
     for split in SPLITS:
-        # One part per input file, the same rows in the same order, with the same types.
-        assert len(list((tmp_path / "polars" / split).glob("part-*.parquet"))) == 3
+        # One part per input file with rows, the same rows in the same order and types.
+        assert len(list((tmp_path / "polars" / split).glob("part-*.parquet"))) == 4
         pd.testing.assert_frame_equal(
             pd.read_parquet(tmp_path / "polars" / split),
             pd.read_parquet(tmp_path / "pandas" / split),
