@@ -1,7 +1,7 @@
 """Where the data functions compute: Polars in this process, or pandas or cuDF on Dask.
 
 `plan` decides, before any cluster starts (ADR 70): with no cluster given (no `client`, no
-`HEADWATER_DASK_SCHEDULER`, no local scheduler named in `dask.config`), no GPU here, local
+`HEADWATER_DASK_SCHEDULER`, no local scheduler named in `dask.config`), no GPU with cuDF here, local
 files and Polars installed, the work runs on Polars' streaming engine in this process. Anywhere
 else it runs on Dask as before: cuDF when every worker has a GPU, else pandas. `backend=`
 forces one.
@@ -73,11 +73,12 @@ def plan(client: Any, backend: str | None, *urls: str) -> Plan:
 
 
 def _one_machine() -> bool:
-    """No cluster given: no run scheduler, and no Dask scheduler named in `dask.config`."""
+    """No cluster given (no run scheduler, no Dask scheduler named in `dask.config`), and no
+    GPU here that cuDF could use (without cuDF, Dask would compute on pandas anyway)."""
     from headwater import config
     from headwater.machine import detect_gpus
 
-    if config.dask_scheduler() or detect_gpus():
+    if config.dask_scheduler() or (_have("cudf") and detect_gpus()):
         return False
     if not _have("dask"):
         return True

@@ -105,7 +105,6 @@ def groupby_summary(
             f"bin column {bin_column!r} is absent from {url!r} "
             f"(columns: {', '.join(dataset.columns)})"
         )
-    where = _backend.plan(client, backend, url, table_path, *([report_path] if report_path else []))
     import pyarrow.types as pat
 
     kind = dataset.schema.field(bin_column).type
@@ -120,6 +119,8 @@ def groupby_summary(
             f"label column {label!r} of {url!r} holds {kind}, not numbers: encode the classes "
             "as numbers (0, 1, ...) first"
         )
+    # Checked first: a bad column is named before any cluster starts.
+    where = _backend.plan(client, backend, url, table_path, *([report_path] if report_path else []))
     columns = [
         f.name
         for f in dataset.schema

@@ -24,6 +24,7 @@ from headwater.components.data.ingestion import ingest
 from headwater.components.data.preprocessing import SPLITS, preprocess
 from headwater.components.data.summary import groupby_summary
 from headwater.errors import InvalidArgumentError, UserError
+from headwater.machine import detect_gpus
 
 ENGINES = ("polars", "pandas")
 
@@ -137,6 +138,8 @@ def test_generate_and_ingest_write_the_same_parts(tmp_path: Path) -> None:
 
 
 def test_with_no_cluster_named_the_work_runs_on_polars_here() -> None:
+    if _backend._have("cudf") and detect_gpus():
+        pytest.skip("a GPU with cuDF here: the functions choose cuDF")
     # dask.config names a scheduler (this module's fixture): Dask computes, here.
     assert _backend.plan(None, None, "/data/in") == _backend.Plan("pandas")
     with dask.config.set(scheduler=None):  # nothing names a cluster
@@ -148,7 +151,7 @@ def test_a_run_on_a_dask_cluster_keeps_dask(monkeypatch: pytest.MonkeyPatch) -> 
     # Under --executor dask the engine hands each task its scheduler: the functions go there
     # (end to end: test_data_components' pipeline on the run's cluster records "pandas").
     with dask.config.set(scheduler=None):
-        assert _backend._one_machine()
+        assert _backend._one_machine() or detect_gpus()
         monkeypatch.setenv("HEADWATER_DASK_SCHEDULER", "tcp://127.0.0.1:8786")
         assert not _backend._one_machine()
     assert _backend.plan(None, "polars", "/data/in").local  # backend= still forces one
